@@ -1,0 +1,178 @@
+package budget
+
+import (
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// The fixed parts of the markers (spec §3). They are public: harnesses and
+// models match on them.
+const (
+	spillPrefix = " Full output saved to "
+	spillSuffix = " — Grep it, or Read it with offset/limit."
+	narrowHint  = " Narrow the request to see more."
+	ellipsis    = "…"
+)
+
+// markerKind selects one of the marker forms.
+type markerKind int
+
+const (
+	markHead     markerKind = iota // kept the first X of N lines
+	markTail                       // kept the last Y of N lines
+	markHeadTail                   // kept the first X and the last Y of N lines
+	markSingle                     // no complete line fits; a prefix or suffix of one line
+)
+
+// markerSpec holds what a marker states.
+type markerSpec struct {
+	kind        markerKind
+	first, last int64 // kept lines at the head and at the tail
+	total       int64 // lines in the whole stream
+	keptBytes   int64 // single-line form: bytes kept of the line
+	lineBytes   int64 // single-line form: the line's length
+	lim         Limits
+}
+
+// marker renders the marker for m, naming spillPath when it is non-empty.
+// The result is at most MaxMarkerBytes long: an absurdly long path is
+// shortened in the middle with "…".
+func marker(m markerSpec, spillPath string) string {
+	build := func(path string) string {
+		var b strings.Builder
+		b.Grow(160 + len(path))
+		b.WriteString("[truncated: ")
+		switch m.kind {
+		case markSingle:
+			b.WriteString("no complete line fits the ")
+			b.WriteString(bytesText(m.lim.MaxBytes))
+			b.WriteString(" limit; kept ")
+			b.WriteString(strconv.FormatInt(m.keptBytes, 10))
+			b.WriteString(" bytes of a single ")
+			b.WriteString(strconv.FormatInt(m.lineBytes, 10))
+			b.WriteString("-byte line.")
+		default:
+			switch m.kind {
+			case markHead:
+				b.WriteString("kept the first ")
+				b.WriteString(strconv.FormatInt(m.first, 10))
+			case markTail:
+				b.WriteString("kept the last ")
+				b.WriteString(strconv.FormatInt(m.last, 10))
+			case markHeadTail:
+				b.WriteString("kept the first ")
+				b.WriteString(strconv.FormatInt(m.first, 10))
+				b.WriteString(" and the last ")
+				b.WriteString(strconv.FormatInt(m.last, 10))
+			}
+			b.WriteString(" of ")
+			b.WriteString(strconv.FormatInt(m.total, 10))
+			b.WriteString(" lines; limit ")
+			b.WriteString(strconv.Itoa(m.lim.MaxLines))
+			b.WriteString(" lines / ")
+			b.WriteString(bytesText(m.lim.MaxBytes))
+			b.WriteString(".")
+		}
+		if path != "" {
+			b.WriteString(spillPrefix)
+			b.WriteString(path)
+			b.WriteString(spillSuffix)
+		} else {
+			b.WriteString(narrowHint)
+		}
+		b.WriteString("]")
+		return b.String()
+	}
+	return fitPath(build, spillPath)
+}
+
+// binaryLine renders the one line that replaces binary output.
+func binaryLine(totalBytes int64, spillPath string) string {
+	return fitPath(func(path string) string {
+		s := "[binary output: " + strconv.FormatInt(totalBytes, 10) + " bytes"
+		if path != "" {
+			s += "; saved to " + path
+		}
+		return s + "]"
+	}, spillPath)
+}
+
+// fitPath renders build(path) with path made printable and, when the result
+// would exceed MaxMarkerBytes, shortened in the middle.
+func fitPath(build func(path string) string, path string) string {
+	path = printable(path)
+	s := build(path)
+	if len(s) <= MaxMarkerBytes || path == "" {
+		return s
+	}
+	room := len(path) - (len(s) - MaxMarkerBytes) - len(ellipsis)
+	return build(shortenMiddle(path, max(room, 0)))
+}
+
+// shortenMiddle keeps at most room bytes of s, half from each end, cut on
+// character boundaries, joined by "…".
+func shortenMiddle(s string, room int) string {
+	head := prefixLen([]byte(s), room/2)
+	tail := len(s) - suffixLen([]byte(s), room-room/2)
+	return s[:head] + ellipsis + s[tail:]
+}
+
+// printable returns s as valid UTF-8 without control characters, so that a
+// path can never break the marker's line.
+func printable(s string) string {
+	if utf8.ValidString(s) && !strings.ContainsFunc(s, isControl) {
+		return s
+	}
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	return strings.Map(func(r rune) rune {
+		if isControl(r) {
+			return '?'
+		}
+		return r
+	}, s)
+}
+
+// isControl reports whether r is a C0 control character or DEL.
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
+
+// bytesText renders a byte budget the way markers state it: "96KB" for a
+// multiple of 1024, else "1000B".
+func bytesText(n int) string {
+	if n%1024 == 0 {
+		return strconv.Itoa(n/1024) + "KB"
+	}
+	return strconv.Itoa(n) + "B"
+}
+
+// prefixLen returns the length of the longest prefix of b that is at most n
+// bytes and does not end inside a character.
+func prefixLen(b []byte, n int) int {
+	if n >= len(b) {
+		return len(b)
+	}
+	i := n
+	for i > 0 && i > n-utf8.UTFMax && !utf8.RuneStart(b[i]) {
+		i--
+	}
+	if !utf8.RuneStart(b[i]) {
+		return n // not UTF-8 here; any cut is as good as another
+	}
+	return i
+}
+
+// suffixLen returns the length of the longest suffix of b that is at most n
+// bytes and does not start inside a character.
+func suffixLen(b []byte, n int) int {
+	if n >= len(b) {
+		return len(b)
+	}
+	i := len(b) - n
+	for i < len(b) && i < len(b)-n+utf8.UTFMax && !utf8.RuneStart(b[i]) {
+		i++
+	}
+	if i < len(b) && !utf8.RuneStart(b[i]) {
+		return n
+	}
+	return len(b) - i
+}
