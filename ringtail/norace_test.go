@@ -1,0 +1,5 @@
+//go:build !race
+
+package ringtail
+
+const raceEnabled = false
