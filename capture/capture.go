@@ -126,7 +126,7 @@ func (h *Head) grow(n int) {
 	if need <= cap(h.buf) {
 		return
 	}
-	c := max(2*cap(h.buf), need, 4096)
+	c := max(4*cap(h.buf), need, 4096)
 	c = min(c, h.maxBytes)
 	nb := make([]byte, len(h.buf), c)
 	copy(nb, h.buf)
