@@ -1,0 +1,5 @@
+package proctest
+
+import "testing"
+
+func TestMain(m *testing.M) { Main(m) }
