@@ -2,6 +2,7 @@ package budget
 
 import (
 	"bytes"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -79,17 +80,18 @@ type view struct {
 // render joins the kept text and the marker: appended after the head (on its
 // own line), prepended before the tail, or between the two.
 func (v *view) render(mark string) string {
-	out := make([]byte, 0, len(v.head)+len(v.tail)+len(mark)+2)
-	out = append(out, v.head...)
-	if len(out) > 0 && out[len(out)-1] != '\n' {
-		out = append(out, '\n')
+	var out strings.Builder
+	out.Grow(len(v.head) + len(v.tail) + len(mark) + 2)
+	out.Write(v.head)
+	if len(v.head) > 0 && v.head[len(v.head)-1] != '\n' {
+		out.WriteByte('\n')
 	}
-	out = append(out, mark...)
+	out.WriteString(mark)
 	if v.m.kind != markHead && v.m.kind != markSingle || len(v.tail) > 0 {
-		out = append(out, '\n')
+		out.WriteByte('\n')
 	}
-	out = append(out, v.tail...)
-	return string(out)
+	out.Write(v.tail)
+	return out.String()
 }
 
 // shapeHead keeps the first lines of data that fit lim.
@@ -151,12 +153,19 @@ func shapeHeadTail(data []byte, c Counts, lim Limits, raw bool) view {
 // data was kept).
 func takeHead(dst, data []byte, lim Limits, cl *cleaner) ([]byte, int, int, []byte) {
 	start, lines, pos := len(dst), 0, 0
+	if dst == nil {
+		dst = make([]byte, 0, min(lim.MaxBytes, len(data)))
+	}
 	for pos < len(data) && lines < lim.MaxLines {
 		end, next, nl := len(data), len(data), 0
 		if i := bytes.IndexByte(data[pos:], '\n'); i >= 0 {
 			end, next, nl = pos+i, pos+i+1, 1
 		}
 		ln := cl.line(data[pos:end])
+		if len(ln)+nl == 0 {
+			pos = next // a last line clean-up emptied is no line at all
+			continue
+		}
 		if len(dst)-start+len(ln)+nl > lim.MaxBytes {
 			return dst, lines, pos, ln
 		}
@@ -183,6 +192,10 @@ func takeTail(data []byte, stop int, lim Limits, cl *cleaner) ([]byte, int, int,
 		}
 		begin := stop + bytes.LastIndexByte(data[stop:end-nl], '\n') + 1
 		ln := cl.line(data[begin : end-nl])
+		if len(ln)+nl == 0 {
+			end = begin // a last line clean-up emptied is no line at all
+			continue
+		}
 		if size+len(ln)+nl > lim.MaxBytes {
 			return joinReversed(parts, size), len(parts), end, ln
 		}
