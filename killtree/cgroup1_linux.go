@@ -1,0 +1,144 @@
+package killtree
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// cgroup1 is a single-use cgroup v1 freezer leaf (plus a pids leaf carrying
+// pids.max), joined through the thread trick (startInV1). The kill loop is
+// runc's fallback: FROZEN, SIGKILL every task, THAWED, until empty. v1-frozen
+// tasks do not act on SIGKILL until thawed (research notes §2.6, E3).
+type cgroup1 struct {
+	freezer string
+	suffix  string
+	leaves  []v1leaf
+
+	mu        sync.Mutex
+	destroyed bool // guarded by mu
+}
+
+func newCgroup1(mnt *mounts, cfg Config, inst, id string) (c *cgroup1, retErr error) {
+	if mnt.v1["freezer"] == "" {
+		return nil, fmt.Errorf("killtree: no cgroup v1 freezer hierarchy: %w", ErrUnavailable)
+	}
+	rel := filepath.Join(cfg.CgroupParent, inst, id)
+	dir, err := mkLeaf(mnt.v1["freezer"], rel)
+	if err != nil {
+		return nil, err
+	}
+	c = &cgroup1{freezer: dir, suffix: "/" + rel, leaves: []v1leaf{{ctrl: "freezer", root: mnt.v1["freezer"], dir: dir}}}
+	defer func() {
+		if retErr != nil {
+			retErr = errors.Join(retErr, c.destroy())
+		}
+	}()
+	if cfg.PidsMax > 0 && mnt.v1["pids"] != "" {
+		pdir, err := mkLeaf(mnt.v1["pids"], rel)
+		if err != nil {
+			return nil, err
+		}
+		c.leaves = append(c.leaves, v1leaf{ctrl: "pids", root: mnt.v1["pids"], dir: pdir})
+		if err := writeFile(filepath.Join(pdir, "pids.max"), strconv.Itoa(cfg.PidsMax)); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+func (c *cgroup1) start(cmd *exec.Cmd) error {
+	setSession(cmd)
+	return startInV1(cmd, c.leaves)
+}
+
+func (c *cgroup1) leafSuffix() string { return c.suffix }
+
+func (c *cgroup1) procs() ([]int, error) {
+	return readPids(filepath.Join(c.freezer, "cgroup.procs"))
+}
+
+// kill freezes, kills every listed process, thaws, and repeats until the
+// freezer cgroup lists no process. It returns every PID it signalled.
+func (c *cgroup1) kill() ([]int, error) {
+	seen := map[int]bool{}
+	var all []int
+	state := filepath.Join(c.freezer, "freezer.state")
+	deadline := time.Now().Add(killDeadline)
+	for {
+		if err := writeFile(state, "FROZEN"); err != nil {
+			return all, err
+		}
+		c.waitFrozen(state)
+		pids, err := c.procs()
+		if err != nil {
+			return all, err
+		}
+		for _, p := range pids {
+			_ = unix.Kill(p, unix.SIGKILL) // ESRCH: gone meanwhile
+			if !seen[p] {
+				seen[p] = true
+				all = append(all, p)
+			}
+		}
+		if err := writeFile(state, "THAWED"); err != nil {
+			return all, err
+		}
+		if len(pids) == 0 {
+			return all, nil
+		}
+		if time.Now().After(deadline) {
+			return all, fmt.Errorf("killtree: freezer %s: %w", c.freezer, ErrNotEmpty)
+		}
+		_ = pollUntil(context.Background(), func() bool { // killed tasks leave within ms once thawed
+			p, _ := c.procs()
+			return len(p) == 0 || time.Now().After(deadline)
+		})
+	}
+}
+
+// waitFrozen waits (up to 1 s) until the state leaves FREEZING; a task stuck
+// in the kernel can keep it FREEZING, in which case the loop goes on anyway
+// and the next round catches what it missed.
+func (c *cgroup1) waitFrozen(state string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = pollUntil(ctx, func() bool { return !strings.Contains(readFileOr(state), "FREEZING") })
+}
+
+func (c *cgroup1) waitEmpty(ctx context.Context) error {
+	return pollUntil(ctx, func() bool {
+		p, err := c.procs()
+		return err == nil && len(p) == 0
+	})
+}
+
+func (c *cgroup1) destroy() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.destroyed {
+		return nil
+	}
+	c.destroyed = true
+	var errs []error
+	for _, l := range c.leaves {
+		errs = append(errs, rmLeaf(l.dir))
+	}
+	return errors.Join(errs...)
+}
+
+func (c *cgroup1) dirs() []string {
+	var out []string
+	for _, l := range c.leaves {
+		out = append(out, l.dir)
+	}
+	return out
+}

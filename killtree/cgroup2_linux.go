@@ -1,0 +1,180 @@
+package killtree
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// cgroup2 is a single-use cgroup v2 leaf <v2>/<parent>/<instance>/<id>. The
+// child is born in it through clone3(CLONE_INTO_CGROUP) (SysProcAttr
+// UseCgroupFD, Go 1.20, Linux 5.7); it is killed with cgroup.kill (Linux
+// 5.14). It is never reused: on 6.18 a clone3 into a cgroup that was once
+// killed yields a child killed at birth (kill_seq snapshot taken from the
+// parent's cgroup, research notes §2.5, E6b).
+type cgroup2 struct {
+	dir    string
+	suffix string   // "/<parent>/<instance>/<id>"
+	fd     int      // O_PATH directory fd for CgroupFD; -1 once started
+	v1     []v1leaf // hybrid hosts: the v1 pids leaf carrying pids.max
+
+	mu        sync.Mutex
+	destroyed bool // guarded by mu
+}
+
+func newCgroup2(mnt *mounts, cfg Config, inst, id string) (c *cgroup2, retErr error) {
+	if mnt.v2 == "" {
+		return nil, fmt.Errorf("killtree: no cgroup2 mount: %w", ErrUnavailable)
+	}
+	rel := filepath.Join(cfg.CgroupParent, inst, id)
+	dir, err := mkLeaf(mnt.v2, rel)
+	if err != nil {
+		return nil, err
+	}
+	c = &cgroup2{dir: dir, suffix: "/" + rel, fd: -1}
+	defer func() {
+		if retErr != nil {
+			retErr = errors.Join(retErr, c.destroy())
+		}
+	}()
+	if err := c.limit(mnt, cfg, inst, rel); err != nil {
+		return nil, err
+	}
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("killtree: open %s: %w", dir, err)
+	}
+	c.fd = fd
+	return c, nil
+}
+
+// limit applies pids.max (v2 controller, else the v1 pids hierarchy) and
+// memory.max (v2 controller only).
+func (c *cgroup2) limit(mnt *mounts, cfg Config, inst, rel string) error {
+	var ctrls []string
+	if cfg.PidsMax > 0 && mnt.v2ctrl["pids"] {
+		ctrls = append(ctrls, "pids")
+	}
+	if cfg.MemoryMax > 0 && mnt.v2ctrl["memory"] {
+		ctrls = append(ctrls, "memory")
+	}
+	if len(ctrls) > 0 {
+		if err := enableControllers(mnt.v2, cfg.CgroupParent, inst, ctrls); err != nil {
+			return err
+		}
+	}
+	if cfg.PidsMax > 0 {
+		switch {
+		case mnt.v2ctrl["pids"]:
+			if err := writeFile(filepath.Join(c.dir, "pids.max"), strconv.Itoa(cfg.PidsMax)); err != nil {
+				return err
+			}
+		case mnt.v1["pids"] != "":
+			dir, err := mkLeaf(mnt.v1["pids"], rel)
+			if err != nil {
+				return err
+			}
+			c.v1 = append(c.v1, v1leaf{ctrl: "pids", root: mnt.v1["pids"], dir: dir})
+			if err := writeFile(filepath.Join(dir, "pids.max"), strconv.Itoa(cfg.PidsMax)); err != nil {
+				return err
+			}
+		}
+	}
+	if cfg.MemoryMax > 0 && mnt.v2ctrl["memory"] {
+		return writeFile(filepath.Join(c.dir, "memory.max"), strconv.FormatInt(cfg.MemoryMax, 10))
+	}
+	return nil
+}
+
+// enableControllers writes +ctrl into cgroup.subtree_control from the root
+// down to the instance directory, so the leaves get the controller's files.
+// None of these directories holds a process (no-internal-process rule): the
+// supervisor is not in them, and only leaves get commands.
+func enableControllers(root, parent, inst string, ctrls []string) error {
+	dirs := []string{root}
+	cur := root
+	for _, el := range append(strings.Split(filepath.ToSlash(parent), "/"), inst) {
+		if el == "" {
+			continue
+		}
+		cur = filepath.Join(cur, el)
+		dirs = append(dirs, cur)
+	}
+	for _, d := range dirs { // every ancestor of the leaves
+		for _, ctl := range ctrls {
+			if err := writeFile(filepath.Join(d, "cgroup.subtree_control"), "+"+ctl); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (c *cgroup2) start(cmd *exec.Cmd) error {
+	if c.fd < 0 {
+		return fmt.Errorf("killtree: cgroup %s already used", c.dir)
+	}
+	attr := setSession(cmd)
+	attr.UseCgroupFD = true
+	attr.CgroupFD = c.fd
+	err := startInV1(cmd, c.v1)
+	unix.Close(c.fd)
+	c.fd = -1
+	return err
+}
+
+func (c *cgroup2) leafSuffix() string { return c.suffix }
+
+func (c *cgroup2) procs() ([]int, error) {
+	return readPids(filepath.Join(c.dir, "cgroup.procs"))
+}
+
+// kill lists the cgroup's processes (the count for the report) and writes
+// cgroup.kill: atomic against concurrent forks and migrations (cgroup-v2.rst).
+func (c *cgroup2) kill() ([]int, error) {
+	pids, err := c.procs()
+	if err != nil {
+		return nil, err
+	}
+	if err := writeFile(filepath.Join(c.dir, "cgroup.kill"), "1"); err != nil {
+		return pids, err
+	}
+	return pids, nil
+}
+
+func (c *cgroup2) waitEmpty(ctx context.Context) error {
+	return waitPopulated0(ctx, filepath.Join(c.dir, "cgroup.events"))
+}
+
+func (c *cgroup2) destroy() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.destroyed {
+		return nil
+	}
+	c.destroyed = true
+	if c.fd >= 0 {
+		unix.Close(c.fd)
+		c.fd = -1
+	}
+	errs := []error{rmLeaf(c.dir)}
+	for _, l := range c.v1 {
+		errs = append(errs, rmLeaf(l.dir))
+	}
+	return errors.Join(errs...)
+}
+
+func (c *cgroup2) dirs() []string {
+	out := []string{c.dir}
+	for _, l := range c.v1 {
+		out = append(out, l.dir)
+	}
+	return out
+}

@@ -1,0 +1,302 @@
+package killtree
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// mounts lists the cgroup hierarchies of this machine.
+type mounts struct {
+	v2     string            // cgroup2 mount point, "" if none
+	v2ctrl map[string]bool   // controllers listed in the v2 root's cgroup.controllers
+	v1     map[string]string // v1 controller ("pids", "freezer", ...) -> mount point
+}
+
+var (
+	mountsOnce sync.Once
+	mountsVal  *mounts
+)
+
+// findMounts parses /proc/self/mountinfo once.
+func findMounts() *mounts {
+	mountsOnce.Do(func() {
+		mountsVal = parseMountinfo(readFileOr("/proc/self/mountinfo"))
+		if mountsVal.v2 != "" {
+			for _, c := range strings.Fields(readFileOr(filepath.Join(mountsVal.v2, "cgroup.controllers"))) {
+				mountsVal.v2ctrl[c] = true
+			}
+		}
+	})
+	return mountsVal
+}
+
+// parseMountinfo picks the cgroup mounts out of /proc/self/mountinfo text
+// (proc(5): "... mountpoint options [optional...] - fstype source superoptions").
+func parseMountinfo(text string) *mounts {
+	m := &mounts{v2ctrl: map[string]bool{}, v1: map[string]string{}}
+	for _, line := range strings.Split(text, "\n") {
+		pre, post, ok := strings.Cut(line, " - ")
+		if !ok {
+			continue
+		}
+		f, g := strings.Fields(pre), strings.Fields(post)
+		if len(f) < 5 || len(g) < 3 || f[3] != "/" {
+			continue
+		}
+		switch g[0] {
+		case "cgroup2":
+			if m.v2 == "" {
+				m.v2 = f[4]
+			}
+		case "cgroup":
+			for _, o := range strings.Split(g[2], ",") {
+				if _, dup := m.v1[o]; !dup && o != "rw" && o != "ro" {
+					m.v1[o] = f[4]
+				}
+			}
+		}
+	}
+	return m
+}
+
+// instanceDirs lists this instance's directory in every hierarchy we use.
+func (m *mounts) instanceDirs(parent, inst string) []string {
+	var out []string
+	for _, root := range m.roots() {
+		out = append(out, filepath.Join(root, parent, inst))
+	}
+	return out
+}
+
+// roots lists the hierarchies killtree makes leaves in.
+func (m *mounts) roots() []string {
+	var out []string
+	if m.v2 != "" {
+		out = append(out, m.v2)
+	}
+	for _, c := range []string{"pids", "freezer"} {
+		if r := m.v1[c]; r != "" {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func readFileOr(path string) string {
+	b, _ := os.ReadFile(path)
+	return string(b)
+}
+
+// writeFile writes s to an existing cgroup file.
+func writeFile(path, s string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("killtree: %w", err)
+	}
+	_, err = f.WriteString(s)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("killtree: write %s: %w", path, err)
+	}
+	return nil
+}
+
+// readPids parses a cgroup.procs or tasks file.
+func readPids(path string) ([]int, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("killtree: %w", err)
+	}
+	var out []int
+	for _, f := range bytes.Fields(b) {
+		if p, err := strconv.Atoi(string(f)); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// mkLeaf creates root/rel (a fresh cgroup) and its missing parents. Another
+// Manager of this process may remove the shared instance directory at any
+// moment, so a missing parent is recreated and the mkdir retried.
+func mkLeaf(root, rel string) (string, error) {
+	dir := filepath.Join(root, rel)
+	var err error
+	for range 3 {
+		if err = os.Mkdir(dir, 0o755); err == nil {
+			return dir, nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		if err = os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+			break
+		}
+	}
+	return "", fmt.Errorf("killtree: %w", err)
+}
+
+// rmLeaf removes a cgroup directory; a missing one is fine. A cgroup whose
+// last task is exiting can refuse with EBUSY for a moment, so it retries
+// briefly.
+func rmLeaf(dir string) error {
+	var err error
+	for i := range 50 {
+		err = unix.Rmdir(dir)
+		if err == nil || errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		if !errors.Is(err, unix.EBUSY) {
+			break
+		}
+		time.Sleep(time.Duration(i+1) * time.Millisecond) // retry pacing, not synchronisation
+	}
+	return fmt.Errorf("killtree: rmdir %s: %w", dir, err)
+}
+
+// v1leaf is a cgroup v1 directory the child joins through the thread trick.
+type v1leaf struct {
+	ctrl string // controller whose line in /proc/thread-self/cgroup names the thread's cgroup
+	root string // the hierarchy's mount point
+	dir  string // the leaf
+}
+
+// startInV1 starts cmd with the calling thread moved into the v1 leaves.
+// cgroup v1 has no CLONE_INTO_CGROUP, but a child inherits the cgroups of
+// the thread that forks it, and os/exec forks on the thread of the calling
+// goroutine. So: lock a thread, write its TID into each leaf's tasks file,
+// start, and move the thread back to its original cgroups (from
+// /proc/thread-self/cgroup). The runtime never clones new threads from a
+// thread locked with LockOSThread (it uses its template thread instead), so
+// no runtime thread is born in a leaf. If the thread cannot be moved back,
+// the goroutine exits still locked and the runtime terminates that thread.
+func startInV1(cmd *exec.Cmd, leaves []v1leaf) error {
+	if len(leaves) == 0 {
+		return cmd.Start()
+	}
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		tid := strconv.Itoa(unix.Gettid())
+		orig := threadCgroups()
+		var moved []v1leaf
+		restore := func() error {
+			var errs []error
+			for _, l := range moved {
+				p, ok := orig[l.ctrl]
+				if !ok {
+					errs = append(errs, fmt.Errorf("killtree: thread cgroup for %s unknown", l.ctrl))
+					continue
+				}
+				errs = append(errs, writeFile(filepath.Join(l.root, p, "tasks"), tid))
+			}
+			return errors.Join(errs...)
+		}
+		var err error
+		for _, l := range leaves {
+			if err = writeFile(filepath.Join(l.dir, "tasks"), tid); err != nil {
+				break
+			}
+			moved = append(moved, l)
+		}
+		if err == nil {
+			err = cmd.Start()
+		}
+		if rerr := restore(); rerr != nil {
+			errc <- errors.Join(err, rerr)
+			return // still locked: the runtime ends this thread
+		}
+		runtime.UnlockOSThread()
+		errc <- err
+	}()
+	return <-errc
+}
+
+// threadCgroups maps each v1 controller to the calling thread's cgroup path.
+func threadCgroups() map[string]string {
+	out := map[string]string{}
+	sc := bufio.NewScanner(strings.NewReader(readFileOr("/proc/thread-self/cgroup")))
+	for sc.Scan() {
+		parts := strings.SplitN(sc.Text(), ":", 3)
+		if len(parts) != 3 || parts[1] == "" {
+			continue
+		}
+		for _, c := range strings.Split(parts[1], ",") {
+			out[c] = parts[2]
+		}
+	}
+	return out
+}
+
+// waitPopulated0 waits until cgroup.events reads "populated 0": inotify
+// IN_MODIFY on the file (kernfs notifies on every change, as kselftest's
+// cg_wait_for relies on), re-reading at least every 100 ms as a fallback, or
+// polling with backoff when inotify is unavailable.
+func waitPopulated0(ctx context.Context, events string) error {
+	if !populated(events) {
+		return nil
+	}
+	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
+	if err != nil {
+		return pollUntil(ctx, func() bool { return !populated(events) })
+	}
+	f := os.NewFile(uintptr(fd), "inotify")
+	defer f.Close()
+	if _, err := unix.InotifyAddWatch(fd, events, unix.IN_MODIFY); err != nil {
+		return pollUntil(ctx, func() bool { return !populated(events) })
+	}
+	stop := context.AfterFunc(ctx, func() { _ = f.SetReadDeadline(time.Unix(1, 0)) })
+	defer stop()
+	buf := make([]byte, 4096)
+	for {
+		if !populated(events) {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		_ = f.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		_, _ = f.Read(buf) // an event, the fallback tick, or ctx's deadline: re-check
+	}
+}
+
+// populated reports whether cgroup.events says "populated 1". A missing file
+// (the cgroup is gone) reads as empty.
+func populated(events string) bool {
+	return strings.Contains(readFileOr(events), "populated 1")
+}
+
+// pollUntil calls done with a short backoff until it returns true or ctx ends.
+func pollUntil(ctx context.Context, done func() bool) error {
+	backoff := 200 * time.Microsecond
+	for !done() {
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 20*time.Millisecond)
+	}
+	return nil
+}

@@ -1,0 +1,288 @@
+package killtree
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Tier names a containment mechanism. The zero value asks for the strongest
+// tier that works on this machine.
+type Tier string
+
+// The containment tiers, strongest first on Linux.
+const (
+	// TierCgroup2 is a single-use cgroup v2 leaf killed with cgroup.kill.
+	TierCgroup2 Tier = "cgroup2"
+	// TierCgroup1 is a single-use cgroup v1 freezer (+pids) leaf killed with
+	// freeze, kill every task, thaw.
+	TierCgroup1 Tier = "cgroup1"
+	// TierPgroup is the baseline: own session and group, group kill, and
+	// descendant sweeps through a child subreaper.
+	TierPgroup Tier = "pgroup"
+	// TierJob is a Windows job object with kill-on-close.
+	TierJob Tier = "job"
+)
+
+// DefaultPidsMax is the fork limit of one containment when Config.PidsMax is 0.
+const DefaultPidsMax = 4096
+
+// EnvContainment is the environment variable that forces a tier when
+// Config.Tier is empty ("cgroup2", "cgroup1", "pgroup" or "job").
+const EnvContainment = "CORRAL_CONTAINMENT"
+
+// EnvTag is the environment variable Start adds to every command. Its value
+// identifies the tree; the baseline sweep and the watchdog use it to find
+// descendants that left every other scope (see doc.go).
+const EnvTag = "CORRAL_KILLTREE"
+
+// ErrUnavailable is returned (wrapped, with the reason) by New when a forced
+// tier does not work on this machine. killtree never falls back silently.
+var ErrUnavailable = errors.New("killtree: containment tier unavailable")
+
+// ErrClosed is returned by Start after the Manager was closed.
+var ErrClosed = errors.New("killtree: manager closed")
+
+// ErrNotEmpty is returned by Kill when the tree could not be confirmed empty
+// within its deadline.
+var ErrNotEmpty = errors.New("killtree: tree not confirmed empty")
+
+// killDeadline bounds one Kill call. A kill that cannot confirm an empty tree
+// in this time returns ErrNotEmpty with what it did.
+const killDeadline = 30 * time.Second
+
+// Config selects and sizes the containment. The zero value is ready to use.
+type Config struct {
+	// Tier forces a tier. "" means the strongest working tier, unless the
+	// environment variable CORRAL_CONTAINMENT names one, which is then forced.
+	Tier Tier
+	// PidsMax caps the tasks (threads included) of one containment: 0 means
+	// DefaultPidsMax, negative means no limit. Honoured by the cgroup tiers and
+	// the job tier (active processes); the pgroup tier has no fork limit.
+	PidsMax int
+	// MemoryMax caps the memory of one containment in bytes; 0 means off. Only
+	// honoured where a memory controller is usable (cgroup v2 memory
+	// controller, Windows job memory limit).
+	MemoryMax int64
+	// CgroupParent is the cgroup, relative to each hierarchy's root, in which
+	// containments are nested as <CgroupParent>/<instance>/<command>.
+	// "" means "corral".
+	CgroupParent string
+}
+
+func (c Config) withDefaults() Config {
+	if c.PidsMax == 0 {
+		c.PidsMax = DefaultPidsMax
+	}
+	if c.CgroupParent == "" {
+		c.CgroupParent = "corral"
+	}
+	return c
+}
+
+// forcedTier returns the tier the configuration (or the environment) forces,
+// or "".
+func (c Config) forcedTier() Tier {
+	if c.Tier != "" {
+		return c.Tier
+	}
+	return Tier(os.Getenv(EnvContainment))
+}
+
+// Report says what one Kill did.
+type Report struct {
+	// Tier is the tier that did the kill.
+	Tier Tier
+	// Processes is how many processes this call killed, as far as it could
+	// count them (the members seen just before or during the kill).
+	Processes int
+	// Escapees is how many of them had left the tier's scope (its cgroup or
+	// process group) and were caught by the baseline sweep.
+	Escapees int
+	// Duration is the time from the call to the confirmation that the tree
+	// is empty.
+	Duration time.Duration
+}
+
+// TierStatus is one line of Doctor's report.
+type TierStatus struct {
+	// Tier is the tier described.
+	Tier Tier
+	// Works says whether the tier can be used on this machine.
+	Works bool
+	// Reason says why not, or gives details when it works.
+	Reason string
+	// Chosen marks the tier New would use with the same Config.
+	Chosen bool
+}
+
+// Doctor reports every tier on this machine for `corral doctor`, in the order
+// strongest first, marking the one New(cfg) would choose. It runs (cached)
+// detection, including the start-up self-test.
+func Doctor(cfg Config) []TierStatus {
+	cfg = cfg.withDefaults()
+	st := detect(cfg)
+	chosen, _ := choose(cfg, st)
+	out := make([]TierStatus, len(st))
+	copy(out, st)
+	for i := range out {
+		out[i].Chosen = out[i].Tier == chosen
+	}
+	return out
+}
+
+// choose picks the tier for cfg from the detection result: the forced one if
+// it works (an error wrapping ErrUnavailable otherwise), else the first that
+// works.
+func choose(cfg Config, st []TierStatus) (Tier, error) {
+	if f := cfg.forcedTier(); f != "" {
+		for _, s := range st {
+			if s.Tier != f {
+				continue
+			}
+			if !s.Works {
+				return "", fmt.Errorf("killtree: tier %s forced but unusable: %s: %w", f, s.Reason, ErrUnavailable)
+			}
+			return f, nil
+		}
+		return "", fmt.Errorf("killtree: unknown tier %q: %w", f, ErrUnavailable)
+	}
+	for _, s := range st {
+		if s.Works {
+			return s.Tier, nil
+		}
+	}
+	return "", fmt.Errorf("killtree: no tier works here: %w", ErrUnavailable)
+}
+
+// Manager starts commands in containments of one tier. It owns detection
+// (cached process-wide), the instance directory, the stale sweep and the
+// watchdog. It is safe for concurrent use; Close it when done.
+type Manager struct {
+	cfg  Config
+	tier Tier
+	plat *platform
+
+	mu     sync.Mutex
+	trees  map[*Tree]struct{} // guarded by mu
+	closed bool               // guarded by mu
+}
+
+// New detects the tiers (once per CgroupParent per process), chooses one (see
+// Config.Tier), and prepares it: on Linux it makes this process a child
+// subreaper, kills and removes containments left by dead instances, and
+// starts the watchdog. A forced tier that does not work returns an error
+// wrapping ErrUnavailable.
+func New(cfg Config) (*Manager, error) {
+	cfg = cfg.withDefaults()
+	tier, err := choose(cfg, detect(cfg))
+	if err != nil {
+		return nil, err
+	}
+	plat, err := newPlatform(cfg, tier)
+	if err != nil {
+		return nil, err
+	}
+	return &Manager{cfg: cfg, tier: tier, plat: plat, trees: map[*Tree]struct{}{}}, nil
+}
+
+// Tier returns the tier this Manager uses.
+func (m *Manager) Tier() Tier { return m.tier }
+
+// Close kills every tree still open (as Tree.Close does), stops the watchdog
+// and removes the instance directory. It is idempotent; Start fails with
+// ErrClosed afterwards.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closed = true
+	trees := make([]*Tree, 0, len(m.trees))
+	for t := range m.trees {
+		trees = append(trees, t)
+	}
+	m.mu.Unlock()
+	var errs []error
+	for _, t := range trees {
+		errs = append(errs, t.Close())
+	}
+	errs = append(errs, m.plat.close())
+	return errors.Join(errs...)
+}
+
+var treeSeq atomic.Uint64
+
+// Start creates a fresh single-use containment and starts cmd (not yet
+// started) inside it before the child runs its first instruction. It sets the
+// SysProcAttr fields it needs (Setsid and, per tier, UseCgroupFD+CgroupFD or
+// CreationFlags), keeping any others the caller set (Setpgid is cleared: it
+// conflicts with Setsid), and adds EnvTag to cmd.Env (os.Environ() when nil).
+// Stdout and Stderr should be *os.File so os/exec starts no copy goroutines.
+// On error nothing is left running and the containment is destroyed. The
+// caller reaps the leader with cmd.Wait after Kill, and closes the Tree.
+func (m *Manager) Start(cmd *exec.Cmd) (t *Tree, retErr error) {
+	m.mu.Lock()
+	closed := m.closed
+	m.mu.Unlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	id := strconv.FormatUint(treeSeq.Add(1), 10)
+	t = &Tree{m: m, cmd: cmd, tier: m.tier, id: id, tag: m.plat.instance + "." + id, exited: make(chan struct{})}
+	if cmd.Env == nil {
+		cmd.Env = os.Environ()
+	}
+	cmd.Env = append(cmd.Env, EnvTag+"="+t.tag)
+	c, err := m.plat.newContainment(id)
+	if err != nil {
+		return nil, err
+	}
+	t.c = c
+	if err := c.start(cmd); err != nil {
+		return nil, errors.Join(err, c.destroy())
+	}
+	t.pid = cmd.Process.Pid
+	if err := t.afterStart(); err != nil {
+		_, kerr := t.Kill()
+		_ = cmd.Wait() // reap the leader we started; its status is of no interest
+		return nil, errors.Join(err, kerr, t.Close())
+	}
+	m.mu.Lock()
+	m.trees[t] = struct{}{}
+	m.mu.Unlock()
+	return t, nil
+}
+
+func (m *Manager) forget(t *Tree) {
+	m.mu.Lock()
+	delete(m.trees, t)
+	m.mu.Unlock()
+}
+
+// containment is one tier's single-use scope for one command. Per-OS files
+// implement it; the baseline (group kill, sweeps, reaping) lives on Tree.
+type containment interface {
+	// start prepares cmd.SysProcAttr and starts cmd inside the containment.
+	start(cmd *exec.Cmd) error
+	// procs lists the live processes the containment holds (nil, nil when
+	// the tier has no membership list of its own, as for pgroup).
+	procs() ([]int, error)
+	// kill kills every process in the containment and returns the ones it
+	// saw; it does not wait beyond what the mechanism needs.
+	kill() ([]int, error)
+	// waitEmpty waits until the containment holds no live process, or
+	// returns ctx.Err(); tiers without a list return nil at once.
+	waitEmpty(ctx context.Context) error
+	// destroy removes the containment; idempotent.
+	destroy() error
+	// dirs lists the containment's directories for the watchdog.
+	dirs() []string
+}

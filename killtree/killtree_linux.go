@@ -1,0 +1,96 @@
+package killtree
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+var (
+	instanceOnce sync.Once
+	instanceName string
+
+	subreaperOnce sync.Once
+	subreaperErr  error
+)
+
+// instance names this process's containments: "<pid>-<start time>", unique
+// across PID reuse. The stale sweep kills the containments of instances whose
+// owner is no longer alive.
+func instance() string {
+	instanceOnce.Do(func() {
+		instanceName = strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(procStart(os.Getpid()), 10)
+	})
+	return instanceName
+}
+
+// becomeSubreaper makes this process a child subreaper (Linux 3.4), once:
+// orphaned descendants (setsid, double fork) are reparented to us instead of
+// init, so they stay visible to the sweep and their zombies are ours to reap.
+func becomeSubreaper() error {
+	subreaperOnce.Do(func() {
+		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+			subreaperErr = fmt.Errorf("killtree: PR_SET_CHILD_SUBREAPER: %w", err)
+		}
+	})
+	return subreaperErr
+}
+
+// platform is the Linux side of a Manager.
+type platform struct {
+	cfg      Config
+	tier     Tier
+	instance string
+	mnt      *mounts
+	wd       *watchdog
+}
+
+func newPlatform(cfg Config, tier Tier) (*platform, error) {
+	if err := becomeSubreaper(); err != nil {
+		return nil, err
+	}
+	p := &platform{cfg: cfg, tier: tier, instance: instance(), mnt: findMounts()}
+	sweepStale(p.mnt, cfg.CgroupParent)
+	wd, err := startWatchdog()
+	if err != nil {
+		return nil, err
+	}
+	p.wd = wd
+	return p, nil
+}
+
+func (p *platform) newContainment(id string) (containment, error) {
+	switch p.tier {
+	case TierCgroup2:
+		return newCgroup2(p.mnt, p.cfg, p.instance, id)
+	case TierCgroup1:
+		return newCgroup1(p.mnt, p.cfg, p.instance, id)
+	case TierPgroup:
+		return pgroupC{}, nil
+	}
+	return nil, fmt.Errorf("killtree: tier %s: %w", p.tier, ErrUnavailable)
+}
+
+func (p *platform) watch(t *Tree) error {
+	return p.wd.add(t.id, t.tag, t.c.dirs())
+}
+
+func (p *platform) unwatch(t *Tree) {
+	p.wd.del(t.id)
+}
+
+// close stops the watchdog and removes this instance's directories when no
+// other Manager of this process still uses them.
+func (p *platform) close() error {
+	err := p.wd.close()
+	for _, d := range p.mnt.instanceDirs(p.cfg.CgroupParent, p.instance) {
+		if rerr := unix.Rmdir(d); rerr != nil && !errors.Is(rerr, unix.ENOENT) && !errors.Is(rerr, unix.EBUSY) && !errors.Is(rerr, unix.ENOTEMPTY) {
+			err = errors.Join(err, fmt.Errorf("killtree: rmdir %s: %w", d, rerr))
+		}
+	}
+	return err
+}

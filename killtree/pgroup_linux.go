@@ -1,0 +1,320 @@
+package killtree
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// ownChildren holds the PIDs of this process's own children that no tree may
+// claim or reap: every tree leader (os/exec reaps it) and every watchdog.
+var ownChildren sync.Map // pid -> struct{}
+
+// treeState is the Linux baseline's memory of a tree.
+type treeState struct {
+	pidfd  *os.File       // PIDFD_NONBLOCK pidfd of the leader, polled by the exit watcher
+	seen   map[int]uint64 // pid -> start time of every process ever attributed
+	groups map[int]bool   // session and group IDs of attributed processes
+	cgLeaf string         // cgroup path suffix (relative), for zombie attribution; "" on pgroup
+}
+
+// attribute returns the processes of ps that belong to the tree, zombies
+// included, and remembers them. Caller holds t.mu.
+//
+// A process belongs to the tree when it is the leader, is in the leader's
+// session or group or in a session or group of a process attributed earlier,
+// was attributed earlier (same PID and start time), descends from any of
+// those, or is an orphan reparented to this subreaper that carries the tree's
+// EnvTag (live) or sits in the tree's cgroup (zombie). The residual ambiguity:
+// an orphan that replaced its environment, left the cgroup, and whose parent
+// died before any scan saw it, is not attributed (the pipe-holder scan still
+// finds it if it holds our output); and a zombie orphan of a pgroup tree that
+// no scan saw alive is left unreaped rather than risk reaping a child that
+// other code in this process owns (os/exec would then lose its status, the
+// E12 regression in the research notes).
+func (t *Tree) attribute(ps []proc) []proc {
+	st := &t.st
+	self := os.Getpid()
+	selfSid, _ := unix.Getsid(0)
+	envKV := EnvTag + "=" + t.tag
+	children := make(map[int][]int, len(ps))
+	byPid := make(map[int]int, len(ps))
+	var queue []int
+	in := map[int]bool{}
+	for i, p := range ps {
+		byPid[p.pid] = i
+		children[p.ppid] = append(children[p.ppid], p.pid)
+		if p.pid == self || p.pid <= 1 {
+			continue
+		}
+		if t.isRoot(p, self, selfSid, envKV) {
+			in[p.pid] = true
+			queue = append(queue, p.pid)
+		}
+	}
+	for len(queue) > 0 {
+		pid := queue[len(queue)-1]
+		queue = queue[:len(queue)-1]
+		for _, c := range children[pid] {
+			if !in[c] && c != self {
+				if _, own := ownChildren.Load(c); own && c != t.pid {
+					continue
+				}
+				in[c] = true
+				queue = append(queue, c)
+			}
+		}
+	}
+	out := make([]proc, 0, len(in))
+	for pid := range in {
+		p := ps[byPid[pid]]
+		out = append(out, p)
+		st.seen[p.pid] = p.start
+		if !p.zombie() {
+			for _, g := range []int{p.sid, p.pgid} {
+				if g > 1 && g != selfSid && g != self {
+					st.groups[g] = true
+				}
+			}
+		}
+	}
+	return out
+}
+
+func (t *Tree) isRoot(p proc, self, selfSid int, envKV string) bool {
+	st := &t.st
+	if p.pid == t.pid || p.sid == t.pid || p.pgid == t.pid {
+		return true
+	}
+	if _, own := ownChildren.Load(p.pid); own {
+		return false
+	}
+	if s, ok := st.seen[p.pid]; ok && s == p.start {
+		return true
+	}
+	if (st.groups[p.sid] && p.sid != selfSid) || (st.groups[p.pgid] && p.pgid != self) {
+		return true
+	}
+	if p.ppid != self {
+		return false
+	}
+	if !p.zombie() {
+		return environHas(p.pid, envKV)
+	}
+	return st.cgLeaf != "" && inCgroup(p.pid, st.cgLeaf)
+}
+
+// inCgroup reports whether /proc/<pid>/cgroup names a cgroup whose path ends
+// with leaf (a zombie keeps its cgroup until it is reaped).
+func inCgroup(pid int, leaf string) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasSuffix(line, leaf) {
+			return true
+		}
+	}
+	return false
+}
+
+// scanTree runs one /proc pass and returns the tree's processes.
+func (t *Tree) scanTree() ([]proc, error) {
+	ps, err := scanProcs()
+	if err != nil {
+		return nil, fmt.Errorf("killtree: scan /proc: %w", err)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.attribute(ps), nil
+}
+
+// live filters out zombies and the exited leader.
+func (t *Tree) live(ps []proc) []int {
+	var out []int
+	for _, p := range ps {
+		if !p.zombie() {
+			out = append(out, p.pid)
+		}
+	}
+	return out
+}
+
+func (t *Tree) members() ([]int, error) {
+	var pids []int
+	cp, err := t.c.procs()
+	if err != nil {
+		return nil, err
+	}
+	ps, err := t.scanTree()
+	if err != nil {
+		return nil, err
+	}
+	set := map[int]bool{}
+	for _, p := range append(cp, t.live(ps)...) {
+		if !set[p] && !(p == t.pid && t.leaderExited()) {
+			set[p] = true
+			pids = append(pids, p)
+		}
+	}
+	return pids, nil
+}
+
+func (t *Tree) terminate() (int, error) {
+	pids, err := t.members()
+	if err != nil {
+		return 0, err
+	}
+	_ = t.signalGroup(unix.SIGTERM) // ESRCH: the group is gone; its members are in pids anyway
+	_ = t.signalGroup(unix.SIGCONT)
+	n := 0
+	for _, p := range pids {
+		if unix.Kill(p, unix.SIGTERM) == nil {
+			n++
+		}
+		_ = unix.Kill(p, unix.SIGCONT) // ESRCH ignored: it died meanwhile
+	}
+	return n, nil
+}
+
+// kill is the whole kill: containment, group, sweeps, reaping.
+func (t *Tree) kill(deadline time.Time) (Report, error) {
+	var rep Report
+	killed := map[int]bool{}
+	wasExited := t.leaderExited()
+	// 1. The containment's own blow (cgroup.kill, freezer loop); its list
+	// counts as killed.
+	pids, err := t.c.kill()
+	if err != nil {
+		return rep, err
+	}
+	for _, p := range pids {
+		killed[p] = true
+	}
+	// 2. The group kill. SIGSTOP first: it is atomic against fork like
+	// SIGKILL (research §2.1), so the sweep below scans a group that stands
+	// still and can count it.
+	_ = t.signalGroup(unix.SIGSTOP) // ESRCH: empty group
+	// 3. Wait for the containment to empty (no-op for pgroup).
+	if err := t.waitContainment(deadline); err != nil {
+		return rep, err
+	}
+	// 4. Sweeps until no live process and no reapable zombie is left.
+	esc, err := t.sweep(deadline, killed)
+	rep.Escapees = esc
+	rep.Processes = len(killed)
+	if wasExited {
+		delete(killed, t.pid)
+		rep.Processes = len(killed)
+	}
+	return rep, err
+}
+
+func (t *Tree) waitContainment(deadline time.Time) error {
+	for {
+		until := time.Now().Add(2 * time.Second)
+		if deadline.Before(until) {
+			until = deadline
+		}
+		ctx, cancel := contextUntil(until)
+		err := t.c.waitEmpty(ctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("killtree: containment of %d: %w", t.pid, ErrNotEmpty)
+		}
+		if _, err := t.c.kill(); err != nil { // kill again: something survived 2 s
+			return err
+		}
+	}
+}
+
+// sweep is the baseline: per round one /proc pass; new live members are
+// stopped and the pass repeated (so children forked meanwhile are seen), then
+// every live member is SIGKILLed; attributable zombies are reaped. It returns
+// how many processes outside the tier's scope it killed.
+func (t *Tree) sweep(deadline time.Time, killed map[int]bool) (int, error) {
+	stopped := map[int]bool{}
+	escapees := 0
+	stopRounds := 0
+	backoff := 200 * time.Microsecond
+	for {
+		ps, err := t.scanTree()
+		if err != nil {
+			return escapees, err
+		}
+		reaped := t.reapZombies(ps)
+		live := t.live(ps)
+		if len(live) == 0 && reaped == 0 {
+			return escapees, nil
+		}
+		fresh := false
+		for _, p := range live {
+			if !stopped[p] {
+				stopped[p] = true
+				fresh = true
+				_ = unix.Kill(p, unix.SIGSTOP) // ESRCH: it died meanwhile
+			}
+		}
+		if fresh && stopRounds < 8 {
+			stopRounds++
+			continue
+		}
+		_ = t.signalGroup(unix.SIGKILL) // ESRCH: empty group
+		for _, p := range live {
+			if unix.Kill(p, unix.SIGKILL) == nil && !killed[p] {
+				killed[p] = true
+				if t.escaped(p, ps) {
+					escapees++
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			return escapees, fmt.Errorf("killtree: %d processes of %d still alive: %w", len(live), t.pid, ErrNotEmpty)
+		}
+		if len(live) > 0 {
+			time.Sleep(backoff) // let SIGKILL land before the next pass; not synchronisation
+			backoff = min(2*backoff, 20*time.Millisecond)
+		}
+	}
+}
+
+// escaped reports whether p was outside the tier's scope: for the cgroup
+// tiers every process still alive after the cgroup emptied; for pgroup every
+// process outside the leader's group.
+func (t *Tree) escaped(pid int, ps []proc) bool {
+	if t.tier != TierPgroup {
+		return true
+	}
+	for _, p := range ps {
+		if p.pid == pid {
+			return p.pgid != t.pid
+		}
+	}
+	return false
+}
+
+func (t *Tree) release() error {
+	t.m.plat.unwatch(t)
+	ownChildren.Delete(t.pid)
+	t.mu.Lock()
+	f := t.st.pidfd
+	t.st.pidfd = nil
+	t.mu.Unlock()
+	if f == nil {
+		return nil
+	}
+	if err := f.Close(); err != nil && !errors.Is(err, os.ErrClosed) {
+		return fmt.Errorf("killtree: close pidfd: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,104 @@
+package killtree
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// pipeInodes returns the inodes of the given pipe ends. Both ends of a pipe
+// share one inode, so a process whose /proc/<pid>/fd/N reads "pipe:[ino]"
+// holds one of its ends.
+func pipeInodes(files []*os.File) (map[string]bool, error) {
+	out := map[string]bool{}
+	for _, f := range files {
+		fi, err := f.Stat()
+		if err != nil {
+			return nil, fmt.Errorf("killtree: stat pipe: %w", err)
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok {
+			continue
+		}
+		out["pipe:["+strconv.FormatUint(st.Ino, 10)+"]"] = true
+	}
+	return out, nil
+}
+
+// pipeHolders scans /proc/*/fd for links to the watched pipes and returns
+// the PIDs holding one, this process excluded.
+func pipeHolders(links map[string]bool) ([]int, error) {
+	d, err := os.Open("/proc")
+	if err != nil {
+		return nil, fmt.Errorf("killtree: pipe scan: %w", err)
+	}
+	names, err := d.Readdirnames(-1)
+	d.Close()
+	if err != nil {
+		return nil, fmt.Errorf("killtree: pipe scan: %w", err)
+	}
+	self := os.Getpid()
+	var out []int
+	for _, n := range names {
+		pid, err := strconv.Atoi(n)
+		if err != nil || pid == self {
+			continue
+		}
+		dir := "/proc/" + n + "/fd/"
+		fd, err := os.Open(dir)
+		if err != nil {
+			continue
+		}
+		fds, _ := fd.Readdirnames(-1)
+		fd.Close()
+		for _, x := range fds {
+			if l, err := os.Readlink(dir + x); err == nil && links[l] {
+				out = append(out, pid)
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+// killPipeHolders SIGKILLs every holder of a watched pipe until a scan finds
+// none (a holder can fork between scan and kill), then reaps what it can.
+func (t *Tree) killPipeHolders(pipes []*os.File) (int, error) {
+	links, err := pipeInodes(pipes)
+	if err != nil {
+		return 0, err
+	}
+	killed := map[int]bool{}
+	deadline := time.Now().Add(killDeadline)
+	for {
+		pids, err := pipeHolders(links)
+		if err != nil {
+			return len(killed), err
+		}
+		if len(pids) == 0 {
+			break
+		}
+		for _, p := range pids {
+			start := procStart(p)
+			t.mu.Lock()
+			t.st.seen[p] = start // attribute it, so its zombie can be reaped
+			t.mu.Unlock()
+			if unix.Kill(p, unix.SIGKILL) == nil {
+				killed[p] = true
+			}
+		}
+		if time.Now().After(deadline) {
+			return len(killed), fmt.Errorf("killtree: pipe holders %v: %w", pids, ErrNotEmpty)
+		}
+		time.Sleep(time.Millisecond) // let SIGKILL land before rescanning; not synchronisation
+	}
+	// Holders were ours (only this tree got these pipes): reap the orphans.
+	if ps, err := t.scanTree(); err == nil {
+		t.reapZombies(ps)
+	}
+	return len(killed), nil
+}

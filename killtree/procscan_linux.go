@@ -1,0 +1,113 @@
+package killtree
+
+import (
+	"bytes"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// proc is one line of a /proc pass: the fields of /proc/<pid>/stat the
+// baseline needs.
+type proc struct {
+	pid, ppid, pgid, sid int
+	state                byte   // 'R', 'S', 'Z', ...
+	start                uint64 // start time in clock ticks since boot (field 22)
+}
+
+func (p proc) zombie() bool { return p.state == 'Z' || p.state == 'X' }
+
+// scanProcs reads /proc/<pid>/stat for every process: one pass, the ppid map
+// the sweeps need. Processes that vanish during the pass are skipped.
+func scanProcs() ([]proc, error) {
+	d, err := os.Open("/proc")
+	if err != nil {
+		return nil, err
+	}
+	names, err := d.Readdirnames(-1)
+	d.Close()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]proc, 0, len(names))
+	buf := make([]byte, 1024)
+	for _, n := range names {
+		if n[0] < '0' || n[0] > '9' {
+			continue
+		}
+		pid, err := strconv.Atoi(n)
+		if err != nil {
+			continue
+		}
+		if p, ok := readStat(pid, buf); ok {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// readStat parses /proc/<pid>/stat into buf-backed fields.
+func readStat(pid int, buf []byte) (proc, bool) {
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return proc{}, false
+	}
+	n, err := f.Read(buf)
+	f.Close()
+	if err != nil || n == 0 {
+		return proc{}, false
+	}
+	return parseStat(pid, buf[:n])
+}
+
+// parseStat parses the text of /proc/<pid>/stat. The command name may
+// contain spaces and parentheses, so the fields start after the last ')'.
+func parseStat(pid int, b []byte) (proc, bool) {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return proc{}, false
+	}
+	f := strings.Fields(string(b[i+2:]))
+	if len(f) < 20 {
+		return proc{}, false
+	}
+	p := proc{pid: pid, state: f[0][0]}
+	p.ppid, _ = strconv.Atoi(f[1])
+	p.pgid, _ = strconv.Atoi(f[2])
+	p.sid, _ = strconv.Atoi(f[3])
+	p.start, _ = strconv.ParseUint(f[19], 10, 64)
+	return p, true
+}
+
+// environHas reports whether /proc/<pid>/environ holds the exact entry kv.
+// A zombie's environment is empty, and reading another user's needs
+// privileges; both read as false.
+func environHas(pid int, kv string) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	if err != nil {
+		return false
+	}
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, 0)
+		if i < 0 {
+			i = len(b)
+		}
+		if string(b[:i]) == kv {
+			return true
+		}
+		if i == len(b) {
+			break
+		}
+		b = b[i+1:]
+	}
+	return false
+}
+
+// procStart returns the start time of pid (field 22 of its stat), or 0.
+func procStart(pid int) uint64 {
+	p, ok := readStat(pid, make([]byte, 1024))
+	if !ok {
+		return 0
+	}
+	return p.start
+}

@@ -1,0 +1,31 @@
+package killtree
+
+import (
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// reapZombies reaps the zombies among ps (processes attributed to this tree)
+// whose parent is this process: orphans reparented to us as child subreaper.
+// It waits for each by PID with WNOHANG, never with wait4(-1), and never for
+// the leader or another tree's leader or a watchdog (ownChildren): os/exec
+// reaps those, and stealing their status makes cmd.Wait fail with "no child
+// processes" (research notes E12). It returns how many it reaped.
+func (t *Tree) reapZombies(ps []proc) int {
+	self := os.Getpid()
+	n := 0
+	for _, p := range ps {
+		if !p.zombie() || p.ppid != self || p.pid == t.pid {
+			continue
+		}
+		if _, own := ownChildren.Load(p.pid); own {
+			continue
+		}
+		var ws unix.WaitStatus
+		if got, err := unix.Wait4(p.pid, &ws, unix.WNOHANG, nil); err == nil && got == p.pid {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,177 @@
+package killtree
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"sync"
+	"time"
+)
+
+// Tree is one started command and its containment. It is safe for
+// concurrent use. Kill it, reap the leader with cmd.Wait, then Close it.
+type Tree struct {
+	m    *Manager
+	cmd  *exec.Cmd
+	pid  int
+	tier Tier
+	id   string
+	tag  string // value of EnvTag in the command's environment
+	c    containment
+
+	exited chan struct{} // closed once the leader has exited (not reaped)
+	wg     sync.WaitGroup
+
+	killMu sync.Mutex // serialises Kill, Terminate and Close
+
+	mu     sync.Mutex
+	st     treeState  // per-OS baseline state; guarded by mu
+	pipes  []*os.File // guarded by mu
+	empty  bool       // Kill confirmed the tree empty; guarded by mu
+	closed bool       // guarded by mu
+}
+
+// Pid returns the leader's process ID.
+func (t *Tree) Pid() int { return t.pid }
+
+// Tier returns the tier that contains this tree.
+func (t *Tree) Tier() Tier { return t.tier }
+
+// Exited is closed when the leader (the shell) has exited. The leader is not
+// reaped (a pidfd poll or waitid WNOWAIT observes it), so its process group ID
+// stays reserved for a group kill; the caller reaps it with cmd.Wait after
+// Kill.
+func (t *Tree) Exited() <-chan struct{} { return t.exited }
+
+func (t *Tree) leaderExited() bool {
+	select {
+	case <-t.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+// Members returns how many live processes the tree holds, the exited leader
+// and zombies excluded. On the cgroup tiers it counts the cgroup's processes
+// plus descendants that left it; on pgroup the processes the baseline
+// attributes to the tree (see doc.go).
+func (t *Tree) Members() (int, error) {
+	pids, err := t.members()
+	return len(pids), err
+}
+
+// Terminate sends SIGTERM then SIGCONT to every member (containment
+// processes, the process group, attributed descendants) and returns how many
+// processes were signalled. On Windows it does nothing and returns 0.
+func (t *Tree) Terminate() (int, error) {
+	t.killMu.Lock()
+	defer t.killMu.Unlock()
+	return t.terminate()
+}
+
+// WaitEmpty returns nil once Members would return 0 (cgroup tiers: populated 0
+// on cgroup.events through inotify, then the baseline; pgroup: /proc scans
+// with a short backoff), or ctx.Err().
+func (t *Tree) WaitEmpty(ctx context.Context) error {
+	if err := t.c.waitEmpty(ctx); err != nil {
+		return err
+	}
+	backoff := time.Millisecond
+	for {
+		n, err := t.Members()
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return nil
+		}
+		timer := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return ctx.Err()
+		case <-timer.C:
+		}
+		backoff = min(2*backoff, 50*time.Millisecond)
+	}
+}
+
+// Kill SIGKILLs the whole tree with the tier's mechanism plus the baseline
+// (group kill while the leader is unreaped, then stop-and-kill sweeps over
+// the descendants found through the subreaper, one /proc pass per round, until
+// none is left), reaps orphaned zombies that belong to this tree (targeted
+// waitpid, never wait4(-1), never the leader), and returns once the tree is
+// confirmed empty, or with an error wrapping ErrNotEmpty after 30 s.
+// Calling it again is cheap and kills whatever appeared since.
+func (t *Tree) Kill() (Report, error) {
+	t.killMu.Lock()
+	defer t.killMu.Unlock()
+	start := time.Now()
+	rep, err := t.kill(time.Now().Add(killDeadline))
+	rep.Tier = t.tier
+	rep.Duration = time.Since(start)
+	if err == nil {
+		t.mu.Lock()
+		t.empty = true
+		t.mu.Unlock()
+	}
+	return rep, err
+}
+
+// WatchPipes records the read ends of the pipes given to the child (stdout,
+// stderr); their inodes identify the processes that hold the write ends. The
+// Tree does not close them.
+func (t *Tree) WatchPipes(readEnds ...*os.File) {
+	t.mu.Lock()
+	t.pipes = append(t.pipes, readEnds...)
+	t.mu.Unlock()
+}
+
+// KillPipeHolders kills every process other than this one that holds a write
+// end of a watched pipe (Linux: /proc/*/fd links "pipe:[ino]"), repeating
+// until a scan finds none, reaps what it can, and returns how many it killed
+// (escapees). Elsewhere it returns 0, nil.
+func (t *Tree) KillPipeHolders() (int, error) {
+	t.mu.Lock()
+	pipes := append([]*os.File(nil), t.pipes...)
+	t.mu.Unlock()
+	if len(pipes) == 0 {
+		return 0, nil
+	}
+	return t.killPipeHolders(pipes)
+}
+
+// Close destroys the containment (removes the cgroup, closes descriptors and
+// handles) and forgets the tree. If Kill has not confirmed the tree empty,
+// Close kills it first, so a containment is never left populated. It is
+// idempotent. A containment is never reused.
+func (t *Tree) Close() error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	empty := t.empty
+	t.mu.Unlock()
+	var errs []error
+	if !empty {
+		if _, err := t.Kill(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	t.killMu.Lock()
+	defer t.killMu.Unlock()
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.closed = true
+	t.mu.Unlock()
+	errs = append(errs, t.c.destroy(), t.release())
+	t.wg.Wait()
+	t.m.forget(t)
+	return errors.Join(errs...)
+}

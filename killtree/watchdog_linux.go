@@ -1,0 +1,199 @@
+package killtree
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// watchdogScript is the watchdog: one bash process per Manager, in its own
+// session and outside every containment. It reads "add ID TAG DIR..." and
+// "del ID" lines; at EOF of its stdin (the supervisor exited or was killed)
+// it kills every registered containment — cgroup.kill, or freeze, kill,
+// thaw — then every process still carrying a registered tag (processes that
+// left their cgroup or had none), removes the cgroups and exits. "quit" ends
+// it without killing anything.
+const watchdogScript = `
+declare -A reg
+while IFS= read -r line; do
+	case $line in
+	add\ *) rest=${line#add }; reg[${rest%% *}]=${rest#* } ;;
+	del\ *) unset "reg[${line#del }]" ;;
+	quit) exit 0 ;;
+	esac
+done
+[ ${#reg[@]} -eq 0 ] && exit 0
+pats=()
+for id in "${!reg[@]}"; do
+	set -- ${reg[$id]}
+	pats+=(-e "CORRAL_KILLTREE=$1")
+	shift
+	for d in "$@"; do
+		[ -e "$d/cgroup.kill" ] && echo 1 > "$d/cgroup.kill"
+		if [ -e "$d/freezer.state" ]; then
+			for i in 1 2 3 4 5 6 7 8 9 10; do
+				echo FROZEN > "$d/freezer.state"
+				p=$(cat "$d/cgroup.procs" 2>/dev/null)
+				[ -n "$p" ] && kill -9 $p 2>/dev/null
+				echo THAWED > "$d/freezer.state"
+				[ -z "$p" ] && break
+			done
+		fi
+	done
+done
+for i in 1 2 3 4 5 6 7 8 9 10; do
+	hits=$(grep -lzxF "${pats[@]}" /proc/[0-9]*/environ 2>/dev/null)
+	[ -z "$hits" ] && break
+	for f in $hits; do p=${f#/proc/}; kill -9 ${p%/environ} 2>/dev/null; done
+done
+for id in "${!reg[@]}"; do
+	set -- ${reg[$id]}
+	shift
+	for d in "$@"; do
+		for i in 1 2 3 4 5 6 7 8 9 10; do rmdir "$d" 2>/dev/null && break; sleep 0.05; done
+		rmdir "${d%/*}" 2>/dev/null
+	done
+done
+exit 0
+`
+
+// watchdog is the handle on the watchdog process; a nil *watchdog (no bash)
+// does nothing.
+type watchdog struct {
+	mu    sync.Mutex
+	cmd   *exec.Cmd
+	stdin io.WriteCloser // guarded by mu; nil once closed
+}
+
+// startWatchdog starts the watchdog. Without bash there is none: crash safety
+// then rests on the stale sweep at the next start.
+func startWatchdog() (*watchdog, error) {
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		return nil, nil
+	}
+	cmd := exec.Command(bash, "--noprofile", "--norc", "-c", watchdogScript)
+	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	w, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, fmt.Errorf("killtree: watchdog: %w", err)
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("killtree: watchdog: %w", err)
+	}
+	ownChildren.Store(cmd.Process.Pid, struct{}{})
+	return &watchdog{cmd: cmd, stdin: w}, nil
+}
+
+func (w *watchdog) send(line string) error {
+	if w == nil {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stdin == nil {
+		return nil
+	}
+	if _, err := io.WriteString(w.stdin, line+"\n"); err != nil {
+		return fmt.Errorf("killtree: watchdog: %w", err)
+	}
+	return nil
+}
+
+func (w *watchdog) add(id, tag string, dirs []string) error {
+	return w.send("add " + id + " " + tag + " " + strings.Join(dirs, " "))
+}
+
+func (w *watchdog) del(id string) { _ = w.send("del " + id) } // a dead watchdog only weakens crash safety
+
+// close ends the watchdog without letting it kill anything and reaps it.
+func (w *watchdog) close() error {
+	if w == nil {
+		return nil
+	}
+	w.mu.Lock()
+	stdin := w.stdin
+	w.stdin = nil
+	w.mu.Unlock()
+	if stdin == nil {
+		return nil
+	}
+	_, _ = io.WriteString(stdin, "quit\n") // EPIPE: it is already gone
+	err := stdin.Close()
+	werr := w.cmd.Wait()
+	ownChildren.Delete(w.cmd.Process.Pid)
+	return errors.Join(err, werr)
+}
+
+var instanceRE = regexp.MustCompile(`^([0-9]+)-([0-9]+)$`)
+
+// sweepStale kills and removes the containments of instances under parent
+// whose owner is no longer alive (a crashed supervisor; research notes §8.1
+// step 7): cgroup.kill or freeze-kill-thaw on every leaf, then rmdir.
+func sweepStale(mnt *mounts, parent string) {
+	for _, root := range mnt.roots() {
+		base := filepath.Join(root, parent)
+		ents, err := os.ReadDir(base)
+		if err != nil {
+			continue
+		}
+		for _, e := range ents {
+			m := instanceRE.FindStringSubmatch(e.Name())
+			if !e.IsDir() || m == nil || ownerAlive(m[1], m[2]) {
+				continue
+			}
+			inst := filepath.Join(base, e.Name())
+			leaves, _ := os.ReadDir(inst)
+			for _, l := range leaves {
+				if l.IsDir() {
+					killStaleLeaf(filepath.Join(inst, l.Name()))
+				}
+			}
+			_ = unix.Rmdir(inst) // EBUSY: a leaf would not die; the next sweep retries
+		}
+	}
+}
+
+func ownerAlive(pid, start string) bool {
+	p, err := strconv.Atoi(pid)
+	if err != nil {
+		return false
+	}
+	return strconv.FormatUint(procStart(p), 10) == start
+}
+
+func killStaleLeaf(dir string) {
+	switch {
+	case fileExists(filepath.Join(dir, "cgroup.kill")):
+		_ = writeFile(filepath.Join(dir, "cgroup.kill"), "1")
+		_ = pollUntilTimeout(time.Second, func() bool { return !populated(filepath.Join(dir, "cgroup.events")) })
+	case fileExists(filepath.Join(dir, "freezer.state")):
+		_, _ = (&cgroup1{freezer: dir}).kill()
+	default:
+		_ = pollUntilTimeout(time.Second, func() bool { p, _ := readPids(filepath.Join(dir, "cgroup.procs")); return len(p) == 0 })
+	}
+	_ = rmLeaf(dir)
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+func pollUntilTimeout(d time.Duration, done func() bool) error {
+	ctx, cancel := contextUntil(time.Now().Add(d))
+	defer cancel()
+	return pollUntil(ctx, done)
+}
