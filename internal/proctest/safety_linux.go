@@ -1,0 +1,207 @@
+package proctest
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// Safety is a set of cgroups, one per available hierarchy, that caps the number of processes
+// an adversarial test can make (pids.max) and lets the test's cleanup kill everything it
+// started, whatever the code under test did. Create it with Safe. Its methods are safe for
+// concurrent use; the cgroups are killed and removed by t.Cleanup.
+type Safety struct {
+	t    testing.TB
+	name string
+	// pidsDir is the cgroup whose pids.max and pids.current apply: the v1 pids cgroup, or the
+	// v2 cgroup where v2 has the pids controller.
+	pidsDir string
+	// v1 lists the v1 cgroups (pids, freezer) that Start moves its thread into.
+	v1 []v1Cgroup
+	// freezer is the v1 freezer cgroup, or "".
+	freezer string
+	// v2 is the cgroup2 cgroup, or "".
+	v2 string
+}
+
+// v1Cgroup is one safety cgroup in a v1 hierarchy.
+type v1Cgroup struct {
+	controller string // "pids" or "freezer"
+	mount      string // the hierarchy's mount point
+	dir        string // mount/name
+}
+
+// Safe creates the safety cgroups corral-safety-<random> at the root of the v1 pids and
+// freezer hierarchies and of the cgroup2 hierarchy, whichever are mounted and writable, sets
+// pids.max to pidsMax, and registers a cleanup with t that kills every process inside and
+// removes the cgroups, children first (so cgroups that code under test nests inside are
+// removed too). A v1 pids cgroup holds the limit; without one, a v2 cgroup with the pids
+// controller does. If neither can be made, Safe skips the test with the reason.
+func Safe(t testing.TB, pidsMax int) *Safety {
+	t.Helper()
+	s := &Safety{t: t, name: safetyName()}
+	if err := s.create(pidsMax); err != nil {
+		s.remove()
+		t.Skipf("proctest: safety cgroup: %v", err)
+	}
+	t.Cleanup(s.cleanup)
+	return s
+}
+
+// create makes the cgroups. It returns an error wrapping ErrNoCgroups if none can cap pids.
+func (s *Safety) create(pidsMax int) error {
+	mounts, err := readMounts()
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrNoCgroups, err)
+	}
+	var reasons []error
+	for _, c := range []string{"pids", "freezer"} {
+		mnt, ok := mounts.v1[c]
+		if !ok {
+			continue
+		}
+		dir := filepath.Join(mnt, s.name)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			reasons = append(reasons, err)
+			continue
+		}
+		s.v1 = append(s.v1, v1Cgroup{controller: c, mount: mnt, dir: dir})
+		switch c {
+		case "pids":
+			s.pidsDir = dir
+		case "freezer":
+			s.freezer = dir
+		}
+	}
+	if mounts.v2 != "" {
+		dir := filepath.Join(mounts.v2, s.name)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			reasons = append(reasons, err)
+		} else {
+			s.v2 = dir
+			if s.pidsDir == "" && s.enableV2Pids(mounts.v2) {
+				s.pidsDir = dir
+			}
+		}
+	}
+	if s.pidsDir == "" {
+		return fmt.Errorf("%w: %w", ErrNoCgroups, errors.Join(reasons...))
+	}
+	if err := writeFile(filepath.Join(s.pidsDir, "pids.max"), strconv.Itoa(pidsMax)); err != nil {
+		return fmt.Errorf("%w: pids.max: %w", ErrNoCgroups, err)
+	}
+	return nil
+}
+
+// enableV2Pids enables the pids controller for the children of the cgroup2 root and reports
+// whether the safety cgroup then has pids.max.
+func (s *Safety) enableV2Pids(root string) bool {
+	ctl, err := os.ReadFile(filepath.Join(root, "cgroup.controllers"))
+	if err != nil || !slices.Contains(strings.Fields(string(ctl)), "pids") {
+		return false
+	}
+	_ = writeFile(filepath.Join(root, "cgroup.subtree_control"), "+pids") // Checked below.
+	_, err = os.Stat(filepath.Join(s.v2, "pids.max"))
+	return err == nil
+}
+
+// Name returns the cgroups' name relative to the root of each hierarchy, for example
+// "corral-safety-0a1b2c3d". Pass it as a parent cgroup to code that makes its own cgroups so
+// that they nest inside the safety cgroups.
+func (s *Safety) Name() string { return s.name }
+
+// Current returns the number of tasks (threads, not processes) charged to the safety
+// cgroup's pids controller (pids.current).
+func (s *Safety) Current() (int, error) {
+	b, err := os.ReadFile(filepath.Join(s.pidsDir, "pids.current"))
+	if err != nil {
+		return 0, fmt.Errorf("proctest: pids.current: %w", err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return 0, fmt.Errorf("proctest: pids.current: %w", err)
+	}
+	return n, nil
+}
+
+// Start starts cmd inside the safety cgroups before the child runs any code of its own. The
+// v2 cgroup is given to clone3 through SysProcAttr.UseCgroupFD (CLONE_INTO_CGROUP; cmd's
+// SysProcAttr is created if nil, and other fields are kept). The v1 cgroups cannot be given
+// to clone, so Start locks the calling goroutine to its thread, moves that thread into them,
+// starts cmd (the fork happens on this thread, so the child inherits its cgroups), and moves
+// the thread back. If moving back fails the goroutine stays locked to the thread, so the Go
+// runtime ends the thread with the goroutine instead of reusing it (runtime.LockOSThread), and
+// the failure is reported through t.
+func (s *Safety) Start(cmd *exec.Cmd) error {
+	if s.v2 != "" {
+		fd, err := unix.Open(s.v2, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("proctest: open %s: %w", s.v2, err)
+		}
+		defer unix.Close(fd)
+		if cmd.SysProcAttr == nil {
+			cmd.SysProcAttr = &syscall.SysProcAttr{}
+		}
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
+	}
+	if len(s.v1) == 0 {
+		return cmd.Start()
+	}
+	runtime.LockOSThread()
+	back, err := s.enterV1()
+	if err != nil {
+		if s.leaveV1(back) {
+			runtime.UnlockOSThread()
+		}
+		return err
+	}
+	err = cmd.Start()
+	if s.leaveV1(back) {
+		runtime.UnlockOSThread()
+	}
+	return err
+}
+
+// enterV1 moves the calling thread into the v1 safety cgroups and returns the tasks files
+// that move it back, one per cgroup it entered.
+func (s *Safety) enterV1() (back []string, err error) {
+	tid := strconv.Itoa(unix.Gettid())
+	orig, err := ownCgroups("/proc/thread-self/cgroup")
+	if err != nil {
+		return nil, fmt.Errorf("proctest: thread cgroups: %w", err)
+	}
+	for _, c := range s.v1 {
+		path, ok := orig[c.controller]
+		if !ok {
+			return back, fmt.Errorf("proctest: thread is in no %s cgroup", c.controller)
+		}
+		if err := writeFile(filepath.Join(c.dir, "tasks"), tid); err != nil {
+			return back, fmt.Errorf("proctest: enter %s: %w", c.dir, err)
+		}
+		back = append(back, filepath.Join(c.mount, path, "tasks"))
+	}
+	return back, nil
+}
+
+// leaveV1 moves the calling thread back and reports whether that worked everywhere.
+func (s *Safety) leaveV1(back []string) bool {
+	tid := strconv.Itoa(unix.Gettid())
+	ok := true
+	for _, f := range back {
+		if err := writeFile(f, tid); err != nil {
+			s.t.Errorf("proctest: thread %s stays locked: cannot move it back to %s: %v", tid, f, err)
+			ok = false
+		}
+	}
+	return ok
+}
