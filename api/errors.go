@@ -1,0 +1,105 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/corral-sh/corral/budget"
+	"github.com/corral-sh/corral/spill"
+	"github.com/corral-sh/corral/supervisor"
+)
+
+// Error codes of DESIGN.md's error contract.
+const (
+	CodeInvalidArgument   = "INVALID_ARGUMENT"
+	CodeNotFound          = "NOT_FOUND"
+	CodeBinaryContent     = "TOOL_BINARY_CONTENT"
+	CodeUnauthenticated   = "UNAUTHENTICATED"
+	CodeResourceExhausted = "RESOURCE_EXHAUSTED"
+	CodeInternal          = "INTERNAL"
+)
+
+// Errors of the server itself, each mapped to its wire code by Code.
+var (
+	// ErrInvalidArgument is wrapped by request-decoding errors (malformed
+	// JSON, unknown fields, wrong types): INVALID_ARGUMENT.
+	ErrInvalidArgument = errors.New("api: invalid argument")
+	// ErrTooLarge is wrapped when a request body exceeds MaxBodyBytes:
+	// INVALID_ARGUMENT with HTTP status 413.
+	ErrTooLarge = errors.New("api: request body too large")
+	// ErrUnauthenticated is a missing or wrong bearer token: UNAUTHENTICATED.
+	ErrUnauthenticated = errors.New("api: unauthenticated")
+	// ErrBusy means every command slot is taken, or the server is shutting
+	// down: RESOURCE_EXHAUSTED.
+	ErrBusy = errors.New("api: resource exhausted")
+)
+
+// ErrorBody is the error JSON of every interface:
+// {"error": {"code": "INVALID_ARGUMENT", "message": "..."}}.
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail is the inner object of ErrorBody.
+type ErrorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// Code maps an error from the library or the server to its wire code with
+// errors.Is; anything unknown is INTERNAL.
+func Code(err error) string {
+	switch {
+	case errors.Is(err, supervisor.ErrInvalidRequest), errors.Is(err, spill.ErrInvalidName),
+		errors.Is(err, budget.ErrInvalid), errors.Is(err, ErrInvalidArgument), errors.Is(err, ErrTooLarge):
+		return CodeInvalidArgument
+	case errors.Is(err, spill.ErrNotFound):
+		return CodeNotFound
+	case errors.Is(err, budget.ErrBinary):
+		return CodeBinaryContent
+	case errors.Is(err, ErrUnauthenticated):
+		return CodeUnauthenticated
+	case errors.Is(err, ErrBusy):
+		return CodeResourceExhausted
+	}
+	return CodeInternal
+}
+
+// NewErrorBody wraps err as the error JSON with its code.
+func NewErrorBody(err error) ErrorBody {
+	return ErrorBody{Error: ErrorDetail{Code: Code(err), Message: err.Error()}}
+}
+
+// Status is the HTTP status of err: 400, 401, 404, 413, 422 (binary
+// content), 429 or 500.
+func Status(err error) int {
+	if errors.Is(err, ErrTooLarge) {
+		return http.StatusRequestEntityTooLarge
+	}
+	switch Code(err) {
+	case CodeInvalidArgument:
+		return http.StatusBadRequest
+	case CodeNotFound:
+		return http.StatusNotFound
+	case CodeBinaryContent:
+		return http.StatusUnprocessableEntity
+	case CodeUnauthenticated:
+		return http.StatusUnauthorized
+	case CodeResourceExhausted:
+		return http.StatusTooManyRequests
+	}
+	return http.StatusInternalServerError
+}
+
+// writeError writes err as the error JSON with its status.
+func writeError(w http.ResponseWriter, err error) {
+	writeJSON(w, Status(err), NewErrorBody(err))
+}
+
+// writeJSON writes v as the whole response body with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}

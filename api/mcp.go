@@ -1,0 +1,198 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/corral-sh/corral/budget"
+	"github.com/corral-sh/corral/spill"
+	"github.com/corral-sh/corral/supervisor"
+)
+
+// MCP tool names.
+const (
+	ToolBash       = "bash"
+	ToolReadOutput = "read_output"
+	ToolGrepOutput = "grep_output"
+)
+
+// BashInput is the arguments of the MCP tool bash.
+type BashInput struct {
+	Command string   `json:"command" jsonschema:"the shell command line, run with bash -c"`
+	Timeout *float64 `json:"timeout,omitempty" jsonschema:"timeout in seconds: 60 by default, 1 to 300 allowed"`
+	Cwd     string   `json:"cwd,omitempty" jsonschema:"working directory (default: the server's)"`
+}
+
+// bashDescription states the limits verbatim, so that a model can see what
+// the tool does with large output and how to get the rest (spec §2).
+func bashDescription(maxTimeout time.Duration) string {
+	return fmt.Sprintf(`Run a shell command with bash -c and return its output when it ends.
+
+timeout is in seconds: %g by default, %g–%g allowed. At the timeout the command's whole process tree is killed and the result says so. Processes the command leaves running in the background are killed when the shell exits; stdin is empty.
+
+Each stream that reaches you is bounded to %d KiB and %s lines: stdout keeps its head (the first lines), stderr keeps its tail (the last lines), and a [truncated: ...] marker says what was kept out of how much. When a stream was cut, a fuller copy (up to %d KiB) is saved to a spill file whose path is in the marker and in stdoutInfo.spillPath / stderrInfo.spillPath. Read it with read_output (offset/limit, windows of %s lines / %d KiB, lines clipped at %s characters) or search it with grep_output rather than re-running the command. Narrowing the command itself (grep, head, tail, --quiet) is cheaper still.
+
+The text result is stdout, then stderr after a [stderr] line, then one status line: the exit code, or how the command was stopped (timed out, aborted, killed by a signal) and how many processes were killed.`,
+		supervisor.DefaultTimeout.Seconds(), supervisor.MinTimeout.Seconds(), maxTimeout.Seconds(),
+		budget.DefaultMaxBytes>>10, thousands(budget.DefaultMaxLines), spill.DefaultMaxBytes>>10,
+		thousands(budget.SearchMaxLines), budget.SearchMaxBytes>>10, thousands(budget.MaxLineChars))
+}
+
+var readDescription = fmt.Sprintf(`Read a window of lines from a spill file: the fuller copy of a bash result's stdout or stderr that was cut, named in its [truncated: ...] marker and in stdoutInfo.spillPath / stderrInfo.spillPath. Only files under the server's data directory can be read.
+
+offset is the 1-based first line (default 1), limit the number of lines (default %s). A window stops at %s lines or %d KiB, whichever comes first; lines longer than %s characters are clipped, and notice counts them. content is the file's text, byte for byte, without line numbers. When the window did not reach the end, notice names the offset to continue from; totalLines appears once the end was reached. Binary files are refused with TOOL_BINARY_CONTENT.`,
+	thousands(budget.SearchMaxLines), thousands(budget.SearchMaxLines), budget.SearchMaxBytes>>10, thousands(budget.MaxLineChars))
+
+var grepDescription = fmt.Sprintf(`Search a spill file (the fuller copy of a cut bash result, named in its [truncated: ...] marker and in stdoutInfo.spillPath / stderrInfo.spillPath) for lines matching a regular expression (RE2 syntax). Only files under the server's data directory can be searched.
+
+Returns matches with their 1-based line numbers, at most headLimit of them (default %d; more set truncated: true), within %d KiB; lines longer than %s characters are clipped. Use read_output with offset near a match's line to see its context.`,
+	budget.DefaultHeadLimit, budget.SearchMaxBytes>>10, thousands(budget.MaxLineChars))
+
+// thousands formats n with a comma every three digits ("4,000").
+func thousands(n int) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+func (s *Server) newMCPServer() *mcp.Server {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "corral", Version: s.version},
+		&mcp.ServerOptions{Capabilities: &mcp.ServerCapabilities{}})
+	mcp.AddTool(srv, &mcp.Tool{Name: ToolBash, Description: bashDescription(s.sup.MaxTimeout())}, s.bashTool)
+	mcp.AddTool(srv, &mcp.Tool{Name: ToolReadOutput, Description: readDescription,
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, s.readTool)
+	mcp.AddTool(srv, &mcp.Tool{Name: ToolGrepOutput, Description: grepDescription,
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, s.grepTool)
+	return srv
+}
+
+// toolError makes err a tool error whose text starts with its wire code, so
+// the model can tell a bad argument from a missing file.
+func toolError(err error) error { return fmt.Errorf("%s: %w", Code(err), err) }
+
+// bashTool runs one command. Cancelling the request (ctx) aborts it and
+// kills its tree; live output goes out as progress notifications when the
+// client asked for them with a progress token.
+func (s *Server) bashTool(ctx context.Context, req *mcp.CallToolRequest, in BashInput) (*mcp.CallToolResult, supervisor.Result, error) {
+	r, err := ExecRequest{Command: in.Command, Timeout: in.Timeout, Cwd: in.Cwd}.request(s.sup.MaxTimeout())
+	if err != nil {
+		s.metrics.outcome(OutcomeInvalid)
+		return nil, supervisor.Result{}, toolError(err)
+	}
+	if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
+		p := &progress{ctx: ctx, session: req.Session, token: tok}
+		r.OnEvent = p.event
+	}
+	res, err := s.run(ctx, r)
+	if err != nil {
+		return nil, supervisor.Result{}, toolError(err)
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: modelText(res)}}}, res, nil
+}
+
+// progress forwards live output as progress notifications. Its methods are
+// called from one goroutine at a time; volume is bounded by the
+// supervisor's live cap. Progress counts notifications, so it increases.
+type progress struct {
+	ctx     context.Context
+	session *mcp.ServerSession
+	token   any
+	n       float64
+	failed  bool
+}
+
+func (p *progress) event(ev supervisor.Event) {
+	var msg string
+	switch ev.Event {
+	case supervisor.EventOutput:
+		msg = ev.Data
+	case supervisor.EventCapped:
+		msg = fmt.Sprintf("[corral: live %s capped; the result says what was kept]\n", ev.Stream)
+	default:
+		return
+	}
+	if p.failed {
+		return
+	}
+	p.n++
+	err := p.session.NotifyProgress(p.ctx, &mcp.ProgressNotificationParams{
+		ProgressToken: p.token,
+		Progress:      p.n,
+		Message:       msg,
+		Meta:          mcp.Meta{"stream": ev.Stream, "seq": ev.Seq, "event": ev.Event},
+	})
+	// A client that cannot take notifications gets none; its request
+	// still gets the result.
+	p.failed = err != nil
+}
+
+// modelText is the bash tool's text result: stdout, stderr and a status line.
+func modelText(res supervisor.Result) string {
+	var b strings.Builder
+	line := func(s string) {
+		if s == "" {
+			return
+		}
+		b.WriteString(s)
+		if !strings.HasSuffix(s, "\n") {
+			b.WriteByte('\n')
+		}
+	}
+	line(res.Stdout)
+	if res.Stderr != "" {
+		b.WriteString("[stderr]\n")
+		line(res.Stderr)
+	}
+	b.WriteString(statusLine(res))
+	return b.String()
+}
+
+// statusLine says how the command ended, with the facts.
+func statusLine(res supervisor.Result) string {
+	d := (time.Duration(res.DurationMs) * time.Millisecond).String()
+	killed := ""
+	if n := res.Kill.Processes; n > 0 {
+		killed = fmt.Sprintf("; %d process(es) killed", n)
+		if res.Kill.Lingering > 0 {
+			killed += fmt.Sprintf(", %d left running by the shell", res.Kill.Lingering)
+		}
+	}
+	switch {
+	case res.TimedOut:
+		return fmt.Sprintf("[timed out after %s: stopped with %s%s]", d, res.Signal, killed)
+	case res.Aborted:
+		return fmt.Sprintf("[aborted after %s: stopped with %s%s]", d, res.Signal, killed)
+	case res.ExitCode == nil:
+		return fmt.Sprintf("[killed by %s after %s%s]", res.Signal, d, killed)
+	}
+	return fmt.Sprintf("[exit code %d after %s%s]", *res.ExitCode, d, killed)
+}
+
+func (s *Server) readTool(ctx context.Context, req *mcp.CallToolRequest, in ReadRequest) (*mcp.CallToolResult, budget.ReadResult, error) {
+	res, err := s.readSpill(in)
+	if err != nil {
+		return nil, budget.ReadResult{}, toolError(err)
+	}
+	text := res.Content
+	if res.Notice != "" {
+		if text != "" && !strings.HasSuffix(text, "\n") {
+			text += "\n"
+		}
+		text += "[" + res.Notice + "]"
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, res, nil
+}
+
+func (s *Server) grepTool(ctx context.Context, req *mcp.CallToolRequest, in GrepRequest) (*mcp.CallToolResult, budget.GrepResult, error) {
+	res, err := s.grepSpill(in)
+	if err != nil {
+		return nil, budget.GrepResult{}, toolError(err)
+	}
+	return nil, res, nil
+}

@@ -1,0 +1,151 @@
+package api
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"regexp"
+
+	"github.com/corral-sh/corral/budget"
+	"github.com/corral-sh/corral/spill"
+)
+
+// ReadRequest is the body of POST /v1/read and the arguments of the MCP
+// tool read_output.
+type ReadRequest struct {
+	// Path is a spill file path, absolute or relative to the data directory.
+	Path string `json:"path" jsonschema:"the spill file path named in a truncation marker or in stdoutInfo.spillPath / stderrInfo.spillPath"`
+	// Offset is the 1-based first line; 0 means 1.
+	Offset int `json:"offset,omitempty" jsonschema:"1-based first line of the window (default 1)"`
+	// Limit is the number of lines; 0 means 2,000.
+	Limit int `json:"limit,omitempty" jsonschema:"number of lines in the window (default and most useful 2000; the window also stops at 48 KiB)"`
+}
+
+// GrepRequest is the body of POST /v1/grep and the arguments of the MCP
+// tool grep_output.
+type GrepRequest struct {
+	// Path is a spill file path, absolute or relative to the data directory.
+	Path string `json:"path" jsonschema:"the spill file path named in a truncation marker or in stdoutInfo.spillPath / stderrInfo.spillPath"`
+	// Pattern is a regular expression (Go RE2 syntax).
+	Pattern string `json:"pattern" jsonschema:"regular expression (RE2 syntax) matched against each line"`
+	// HeadLimit caps the matches returned; 0 means 200.
+	HeadLimit int `json:"headLimit,omitempty" jsonschema:"most matches to return (default 200); more set truncated: true"`
+}
+
+// ErrSpillsDisabled is returned by read and grep when the supervisor has no
+// data directory: there is nothing to read (NOT_FOUND on the wire).
+var ErrSpillsDisabled = fmt.Errorf("%w: this server keeps no spill files", spill.ErrNotFound)
+
+// open resolves a client's path to a regular file inside the data
+// directory and opens it. A directory is NOT_FOUND like a missing file.
+func (s *Server) open(path string) (*os.File, string, int64, error) {
+	st := s.sup.Spills()
+	if st == nil {
+		return nil, "", 0, ErrSpillsDisabled
+	}
+	real, err := st.Resolve(path)
+	if err != nil {
+		return nil, "", 0, fmt.Errorf("api: %q: %w", path, err)
+	}
+	f, err := os.Open(real)
+	if err != nil {
+		return nil, "", 0, fmt.Errorf("api: %q: %w", path, spill.ErrNotFound)
+	}
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, "", 0, fmt.Errorf("api: %q is not a file: %w", path, spill.ErrNotFound)
+	}
+	return f, real, fi.Size(), nil
+}
+
+// readSpill reads a window of a spill file.
+func (s *Server) readSpill(in ReadRequest) (budget.ReadResult, error) {
+	f, real, size, err := s.open(in.Path)
+	if err != nil {
+		return budget.ReadResult{}, err
+	}
+	defer f.Close()
+	res, err := budget.Read(f, real, size, budget.ReadOptions{Offset: in.Offset, Limit: in.Limit})
+	if err != nil {
+		return budget.ReadResult{}, fmt.Errorf("api: %w", err)
+	}
+	res.Root = "scratch"
+	return res, nil
+}
+
+// grepSpill searches a spill file. Unlike a directory search, which skips
+// binary files, a search of one named file refuses binary content, so the
+// caller learns why nothing matched.
+func (s *Server) grepSpill(in GrepRequest) (budget.GrepResult, error) {
+	re, err := regexp.Compile(in.Pattern)
+	if err != nil {
+		return budget.GrepResult{}, fmt.Errorf("%w: pattern: %v", ErrInvalidArgument, err)
+	}
+	f, real, _, err := s.open(in.Path)
+	if err != nil {
+		return budget.GrepResult{}, err
+	}
+	defer f.Close()
+	head := make([]byte, 4096)
+	n, err := io.ReadFull(f, head)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+		return budget.GrepResult{}, fmt.Errorf("api: grep %s: %w", real, err)
+	}
+	if budget.IsBinary(real, head[:n]) {
+		return budget.GrepResult{}, fmt.Errorf("api: grep %s: %w", real, budget.ErrBinary)
+	}
+	r := io.MultiReader(bytes.NewReader(head[:n]), f)
+	res, err := budget.Grep(r, real, re, budget.GrepOptions{HeadLimit: in.HeadLimit})
+	if err != nil {
+		return budget.GrepResult{}, fmt.Errorf("api: %w", err)
+	}
+	return res, nil
+}
+
+func (s *Server) read(w http.ResponseWriter, r *http.Request) {
+	var in ReadRequest
+	if err := decode(w, r, &in); err != nil {
+		writeError(w, err)
+		return
+	}
+	res, err := s.readSpill(in)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+func (s *Server) grep(w http.ResponseWriter, r *http.Request) {
+	var in GrepRequest
+	if err := decode(w, r, &in); err != nil {
+		writeError(w, err)
+		return
+	}
+	res, err := s.grepSpill(in)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// deleteSession removes a session's spill files: 204, also when it had none.
+func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := spill.ValidateName("session", id); err != nil {
+		writeError(w, err)
+		return
+	}
+	if st := s.sup.Spills(); st != nil {
+		if err := st.RemoveSession(id); err != nil {
+			writeError(w, fmt.Errorf("api: remove session %s: %w", id, err))
+			return
+		}
+	}
+	w.WriteHeader(http.StatusNoContent)
+}

@@ -1,0 +1,219 @@
+package api
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rs/zerolog"
+
+	"github.com/corral-sh/corral/supervisor"
+)
+
+// Defaults of Config.
+const (
+	// DefaultMaxConcurrent is how many commands may run at once.
+	DefaultMaxConcurrent = 64
+	// MaxBodyBytes bounds a request body; a larger one gets 413.
+	MaxBodyBytes = 1 << 20
+)
+
+// Config configures a Server.
+type Config struct {
+	// Supervisor runs the commands. Required. The Server does not close it.
+	Supervisor *supervisor.Supervisor
+	// Token, when non-empty, is required as "Authorization: Bearer <Token>"
+	// on every request except GET /healthz. Empty means no authentication.
+	Token string
+	// MaxConcurrent bounds the commands running at once (HTTP and MCP
+	// together); 0 is DefaultMaxConcurrent. One more gets RESOURCE_EXHAUSTED.
+	MaxConcurrent int
+	// Logger receives one line per HTTP request; nil is silent.
+	Logger *zerolog.Logger
+	// Version is reported by /healthz and the MCP server's implementation info.
+	Version string
+	// Registry receives the server's metrics and is what /metrics serves;
+	// nil means a fresh registry of the Server's own (never the global one).
+	Registry *prometheus.Registry
+}
+
+// Server is corral's HTTP and MCP front end over one Supervisor. It is safe
+// for concurrent use. Shutdown aborts what is running; the caller closes the
+// Supervisor afterwards.
+type Server struct {
+	sup     *supervisor.Supervisor
+	token   []byte
+	log     zerolog.Logger
+	version string
+	reg     *prometheus.Registry
+	metrics *metrics
+	slots   chan struct{} // one token per running command
+	mcp     *mcp.Server
+	handler http.Handler
+
+	// base is cancelled by Shutdown; every command's context derives from it.
+	base   context.Context
+	cancel context.CancelFunc
+	mu     sync.Mutex
+	closed bool           // guarded by mu
+	runs   sync.WaitGroup // commands in flight; Add only under mu while !closed
+}
+
+// New returns a Server over cfg.Supervisor.
+func New(cfg Config) (*Server, error) {
+	if cfg.Supervisor == nil {
+		return nil, errors.New("api: Config.Supervisor is nil")
+	}
+	if cfg.MaxConcurrent < 0 {
+		return nil, fmt.Errorf("api: MaxConcurrent must be positive, got %d", cfg.MaxConcurrent)
+	}
+	if cfg.MaxConcurrent == 0 {
+		cfg.MaxConcurrent = DefaultMaxConcurrent
+	}
+	s := &Server{
+		sup:     cfg.Supervisor,
+		token:   []byte(cfg.Token),
+		log:     zerolog.Nop(),
+		version: cfg.Version,
+		reg:     cfg.Registry,
+		slots:   make(chan struct{}, cfg.MaxConcurrent),
+	}
+	if cfg.Logger != nil {
+		s.log = *cfg.Logger
+	}
+	if s.reg == nil {
+		s.reg = prometheus.NewRegistry()
+	}
+	m, err := newMetrics(s.reg)
+	if err != nil {
+		return nil, err
+	}
+	s.metrics = m
+	s.base, s.cancel = context.WithCancel(context.Background())
+	s.mcp = s.newMCPServer()
+	s.handler = s.routes()
+	return s, nil
+}
+
+// Handler is the HTTP API: /v1/exec, /v1/read, /v1/grep,
+// /v1/sessions/{id}, /healthz, /metrics and the MCP endpoint /mcp.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// MCPServer is the MCP server with corral's tools, shared by the stdio
+// transport (corral mcp) and the /mcp endpoint.
+func (s *Server) MCPServer() *mcp.Server { return s.mcp }
+
+// Shutdown refuses new commands, aborts the running ones (their trees are
+// killed) and waits until they returned or ctx is done. It does not close
+// the Supervisor. Calling it more than once is harmless.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.cancel()
+	done := make(chan struct{})
+	go func() {
+		s.runs.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("api: shutdown: %w", ctx.Err())
+	}
+}
+
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", s.healthz)
+	mux.Handle("GET /metrics", s.auth(promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})))
+	mux.Handle("POST /v1/exec", s.auth(http.HandlerFunc(s.exec)))
+	mux.Handle("POST /v1/read", s.auth(http.HandlerFunc(s.read)))
+	mux.Handle("POST /v1/grep", s.auth(http.HandlerFunc(s.grep)))
+	mux.Handle("DELETE /v1/sessions/{id}", s.auth(http.HandlerFunc(s.deleteSession)))
+	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp },
+		&mcp.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true, MaxRequestBodyBytes: MaxBodyBytes})
+	mux.Handle("/mcp", s.auth(mcpHandler))
+	return s.logRequests(mux)
+}
+
+// auth requires the bearer token when one is configured. The comparison
+// takes the same time whatever the supplied value shares with the token.
+func (s *Server) auth(next http.Handler) http.Handler {
+	if len(s.token) == 0 {
+		return next
+	}
+	want := append([]byte("Bearer "), s.token...)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := []byte(r.Header.Get("Authorization"))
+		if subtle.ConstantTimeCompare(got, want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="corral"`)
+			writeError(w, fmt.Errorf("%w: a valid \"Authorization: Bearer <token>\" header is required", ErrUnauthenticated))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// Health is the body of GET /healthz.
+type Health struct {
+	Status  string `json:"status"`
+	Version string `json:"version"`
+	Tier    string `json:"tier"`
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, Health{Status: "ok", Version: s.version, Tier: string(s.sup.Tier())})
+}
+
+// acquire takes a command slot and registers the run with Shutdown. It
+// returns the command's context (cancelled by ctx or by Shutdown) and the
+// release function, or ErrBusy at once when no slot is free.
+func (s *Server) acquire(ctx context.Context) (context.Context, func(), error) {
+	select {
+	case s.slots <- struct{}{}:
+	default:
+		s.metrics.outcome("rejected")
+		return nil, nil, fmt.Errorf("%w: %d commands are running, the most this server allows; retry later",
+			ErrBusy, cap(s.slots))
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		<-s.slots
+		return nil, nil, fmt.Errorf("%w: the server is shutting down", ErrBusy)
+	}
+	s.runs.Add(1)
+	s.mu.Unlock()
+	rctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(s.base, cancel)
+	s.metrics.running.Inc()
+	return rctx, func() {
+		stop()
+		cancel()
+		s.metrics.running.Dec()
+		<-s.slots
+		s.runs.Done()
+	}, nil
+}
+
+// run runs req under a slot, recording its metrics.
+func (s *Server) run(ctx context.Context, req supervisor.Request) (supervisor.Result, error) {
+	rctx, release, err := s.acquire(ctx)
+	if err != nil {
+		return supervisor.Result{}, err
+	}
+	defer release()
+	begin := time.Now()
+	res, err := s.sup.Run(rctx, req)
+	s.metrics.observe(res, err, time.Since(begin))
+	return res, err
+}

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+const mcpUsage = `Usage: corral mcp [flags]
+
+Speaks MCP over stdin and stdout (newline-delimited JSON-RPC) with three
+tools: bash (run a command, live output as progress notifications,
+cancellation kills its tree), read_output and grep_output (read back the
+spill file of a cut result). Logs go to stderr, warnings only by default.
+The server ends when stdin closes or on SIGTERM / SIGINT, killing what is
+still running.
+
+Flags:
+`
+
+func (m *Main) mcp(ctx context.Context, args []string) error {
+	var f serverFlags
+	fs := m.serverFlagSet("corral mcp", mcpUsage, &f, false)
+	fs.Lookup("log-level").DefValue = "warn"
+	f.logLevel = "warn"
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return errUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(m.Stderr, "corral mcp: unexpected arguments %q\n", fs.Args())
+		return errUsage
+	}
+	log, err := m.logger(f)
+	if err != nil {
+		fmt.Fprintln(m.Stderr, "corral mcp:", err)
+		return errUsage
+	}
+	srv, sup, grace, err := m.newServer(f, log)
+	if err != nil {
+		return err
+	}
+	defer sup.Close()
+	runErr := srv.MCPServer().Run(ctx, &mcp.StdioTransport{})
+	sctx, cancel := context.WithTimeout(context.Background(), grace+2*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Warn().Err(err).Msg("commands still running at the deadline")
+	}
+	if runErr != nil && ctx.Err() == nil {
+		return fmt.Errorf("mcp: %w", runErr)
+	}
+	return nil
+}

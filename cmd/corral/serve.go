@@ -1,0 +1,242 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/corral-sh/corral/api"
+	"github.com/corral-sh/corral/killtree"
+	"github.com/corral-sh/corral/supervisor"
+)
+
+const serveUsage = `Usage: corral serve [flags]
+
+Serves corral's HTTP API: POST /v1/exec (NDJSON live events with
+"Accept: application/x-ndjson"), POST /v1/read, POST /v1/grep,
+DELETE /v1/sessions/{id}, GET /healthz, GET /metrics, and MCP over
+streamable HTTP at /mcp.
+
+With a token (--token or, better, CORRAL_TOKEN: a flag is visible in the
+process list) every request but /healthz needs "Authorization: Bearer TOKEN".
+The token never reaches a command's environment. A non-loopback address
+without a token is refused. SIGTERM or SIGINT stops accepting, aborts the
+running commands (their trees are killed) and exits 0.
+
+Flags:
+`
+
+// tokenEnv holds the server's bearer token; it is scrubbed from children.
+const tokenEnv = "CORRAL_TOKEN"
+
+// serverFlags are the flags shared by corral serve and corral mcp.
+type serverFlags struct {
+	listen        string
+	token         string
+	maxConcurrent int
+	dataDir       string
+	containment   string
+	grace         float64
+	logFormat     string
+	logLevel      string
+}
+
+func (m *Main) serverFlagSet(name, usageText string, f *serverFlags, network bool) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(m.Stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usageText)
+		fs.PrintDefaults()
+	}
+	if network {
+		fs.StringVar(&f.listen, "listen", "127.0.0.1:7823", "`address` to listen on: host:port, or unix:/path/to.sock (mode 0600)")
+		fs.StringVar(&f.token, "token", "", "bearer `token` required on every request but /healthz (default $CORRAL_TOKEN)")
+	}
+	fs.IntVar(&f.maxConcurrent, "max-concurrent", api.DefaultMaxConcurrent, "most commands running at once; more get RESOURCE_EXHAUSTED")
+	fs.StringVar(&f.dataDir, "data-dir", defaultDataDir(m.Getenv), "`directory` for spill files (default $CORRAL_DATA_DIR, else the XDG data directory + /corral)")
+	fs.StringVar(&f.containment, "containment", m.Getenv("CORRAL_CONTAINMENT"), "force a containment `tier`: cgroup2, cgroup1 or pgroup (default: the strongest that works; $CORRAL_CONTAINMENT)")
+	fs.Float64Var(&f.grace, "grace", supervisor.DefaultGrace.Seconds(), "`seconds` between SIGTERM and SIGKILL on the way down (0: SIGKILL at once)")
+	fs.StringVar(&f.logFormat, "log-format", "json", "log format on stderr: json or console")
+	fs.StringVar(&f.logLevel, "log-level", "info", "least log `level`: debug, info, warn or error")
+	return fs
+}
+
+// logger builds the zerolog logger of the flags, writing to stderr.
+func (m *Main) logger(f serverFlags) (zerolog.Logger, error) {
+	lvl, err := zerolog.ParseLevel(f.logLevel)
+	if err != nil || f.logLevel == "" {
+		return zerolog.Nop(), fmt.Errorf("--log-level: unknown level %q", f.logLevel)
+	}
+	var w io.Writer = m.Stderr
+	switch f.logFormat {
+	case "json":
+	case "console":
+		w = zerolog.ConsoleWriter{Out: m.Stderr, TimeFormat: time.RFC3339}
+	default:
+		return zerolog.Nop(), fmt.Errorf("--log-format: want json or console, got %q", f.logFormat)
+	}
+	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), nil
+}
+
+// newServer builds the supervisor and the API server of the flags, and
+// sweeps stale spill sessions (killtree sweeps stale containments itself).
+// The caller closes the supervisor.
+func (m *Main) newServer(f serverFlags, log zerolog.Logger) (*api.Server, *supervisor.Supervisor, time.Duration, error) {
+	grace := supervisor.NoGrace
+	switch {
+	case f.grace > 0:
+		grace = time.Duration(f.grace * float64(time.Second))
+	case f.grace < 0:
+		return nil, nil, 0, fmt.Errorf("--grace must be 0 or more seconds, got %g", f.grace)
+	}
+	// The supervisor logs one line per command at info; the server already
+	// logs one per request, so only its warnings come through.
+	supLog := log.Level(max(zerolog.WarnLevel, log.GetLevel()))
+	sup, err := supervisor.New(supervisor.Config{
+		DataDir:     f.dataDir,
+		Grace:       grace,
+		Scrub:       []string{tokenEnv},
+		Containment: killtree.Config{Tier: killtree.Tier(f.containment)},
+		Logger:      &supLog,
+	})
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	if st := sup.Spills(); st != nil {
+		removed, err := st.Sweep(0)
+		if err != nil {
+			log.Warn().Err(err).Msg("sweep stale spill sessions")
+		}
+		if len(removed) > 0 {
+			log.Info().Strs("sessions", removed).Msg("removed stale spill sessions")
+		}
+	}
+	srv, err := api.New(api.Config{Supervisor: sup, Token: f.token, MaxConcurrent: f.maxConcurrent,
+		Logger: &log, Version: Version})
+	if err != nil {
+		sup.Close()
+		return nil, nil, 0, err
+	}
+	return srv, sup, max(grace, 0), nil
+}
+
+func (m *Main) serve(ctx context.Context, args []string) error {
+	var f serverFlags
+	fs := m.serverFlagSet("corral serve", serveUsage, &f, true)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return errUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(m.Stderr, "corral serve: unexpected arguments %q\n", fs.Args())
+		return errUsage
+	}
+	if f.token == "" {
+		f.token = m.Getenv(tokenEnv)
+	}
+	log, err := m.logger(f)
+	if err != nil {
+		fmt.Fprintln(m.Stderr, "corral serve:", err)
+		return errUsage
+	}
+	if err := checkExposure(f.listen, f.token); err != nil {
+		return err
+	}
+	srv, sup, grace, err := m.newServer(f, log)
+	if err != nil {
+		return err
+	}
+	defer sup.Close()
+	ln, err := listen(f.listen)
+	if err != nil {
+		return err
+	}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	log.Info().Str("listen", f.listen).Str("tier", string(sup.Tier())).Bool("auth", f.token != "").
+		Str("version", Version).Msg("serving")
+
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	// Stop accepting, abort the running commands (their trees go down
+	// through the grace period), then wait for the handlers to finish.
+	log.Info().Msg("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), grace+2*time.Second)
+	defer cancel()
+	stopped := make(chan error, 1)
+	go func() { stopped <- hs.Shutdown(sctx) }()
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Warn().Err(err).Msg("commands still running at the deadline")
+	}
+	if err := <-stopped; err != nil {
+		log.Warn().Err(err).Msg("connections still open at the deadline")
+		hs.Close()
+	}
+	<-served // http.ErrServerClosed
+	return nil
+}
+
+// checkExposure refuses to serve a non-loopback TCP address without a token.
+func checkExposure(addr, token string) error {
+	if token != "" || strings.HasPrefix(addr, "unix:") {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("--listen %q: %w", addr, err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("refusing to listen on %s without a token: anyone who can reach that address could run commands as this user; "+
+		"set CORRAL_TOKEN (or --token), or listen on 127.0.0.1 or a unix socket", addr)
+}
+
+// listen opens host:port, or unix:/path as a socket only its owner may use.
+func listen(addr string) (net.Listener, error) {
+	path, ok := strings.CutPrefix(addr, "unix:")
+	if !ok {
+		return net.Listen("tcp", addr)
+	}
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode().Type() != os.ModeSocket {
+			return nil, fmt.Errorf("--listen %s: exists and is not a socket", addr)
+		}
+		if c, err := net.Dial("unix", path); err == nil {
+			c.Close()
+			return nil, fmt.Errorf("--listen %s: another server is listening there", addr)
+		}
+		// A socket left behind by a server that is gone.
+		os.Remove(path)
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, err
+	}
+	// Only the owner may connect. Until the chmod the socket has the
+	// umask's mode, which under the usual 022 already denies others the
+	// write permission a connect needs.
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return ln, nil
+}
