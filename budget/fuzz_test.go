@@ -3,6 +3,7 @@ package budget
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -255,4 +256,22 @@ func refBytes(n int) string {
 		return fmt.Sprintf("%dKB", n/1024)
 	}
 	return fmt.Sprintf("%dB", n)
+}
+
+// TestShapeAgainstReference runs the fuzz checks over generated inputs, so
+// that plain `go test` exercises the reference model beyond the seeds.
+func TestShapeAgainstReference(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(1, 2))
+	pieces := []string{"a", "bc", "\n", "\n", "é", "😀", "日本", "\xff", "\r", "\x1b[1m", "word ", strings.Repeat("x", 40)}
+	for i := range 3000 {
+		var b strings.Builder
+		for range rng.IntN(60) {
+			b.WriteString(pieces[rng.IntN(len(pieces))])
+		}
+		lim := Limits{MaxBytes: 4 + rng.IntN(120), MaxLines: 1 + rng.IntN(8)}
+		for _, p := range []Policy{PolicyHead, PolicyTail, PolicyHeadTail} {
+			checkShape(t, []byte(b.String()), lim, p, i%3 == 0, i%2 == 0)
+		}
+	}
 }
