@@ -1,0 +1,194 @@
+package killtree
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/windows"
+)
+
+// On Windows the only tier is the job object (research notes §4, W2): the
+// command is created suspended, assigned to a fresh job, then resumed, so no
+// instruction of it runs outside the job. Kill-on-close makes a crashed
+// supervisor's jobs die with its handles.
+
+func detect(cfg Config) []TierStatus {
+	st := TierStatus{Tier: TierJob, Works: true, Reason: "job object: kill-on-close, active-process limit, no breakaway"}
+	if j, err := newWinJob(cfg); err != nil {
+		st.Works, st.Reason = false, err.Error()
+	} else {
+		j.close()
+	}
+	return []TierStatus{
+		{Tier: TierCgroup2, Reason: "Linux only"},
+		{Tier: TierCgroup1, Reason: "Linux only"},
+		{Tier: TierPgroup, Reason: "Unix only"},
+		st,
+	}
+}
+
+type platform struct {
+	cfg      Config
+	instance string
+}
+
+func newPlatform(cfg Config, tier Tier) (*platform, error) {
+	return &platform{cfg: cfg, instance: strconv.Itoa(os.Getpid())}, nil
+}
+
+func (p *platform) newContainment(id string) (containment, error) {
+	j, err := newWinJob(p.cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &jobC{j: j}, nil
+}
+
+func (p *platform) watch(t *Tree) error { return nil }
+func (p *platform) unwatch(t *Tree)     {}
+func (p *platform) close() error        { return nil }
+
+// jobC is the job tier's containment.
+type jobC struct {
+	mu sync.Mutex
+	j  *winJob // guarded by mu
+}
+
+func (c *jobC) start(cmd *exec.Cmd) error {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.CreationFlags |= windows.CREATE_SUSPENDED | windows.CREATE_NEW_PROCESS_GROUP
+	_, err := startInJob(c.j, func() (int, error) {
+		if err := cmd.Start(); err != nil {
+			return 0, err
+		}
+		return cmd.Process.Pid, nil
+	}, func() error {
+		return errors.Join(cmd.Process.Kill(), cmd.Wait())
+	})
+	return err
+}
+
+func (c *jobC) procs() ([]int, error) { return c.j.pids() }
+
+func (c *jobC) kill() ([]int, error) {
+	pids, err := c.j.pids()
+	if err != nil {
+		return nil, err
+	}
+	_, err = killJob(c.j, time.Now().Add(killDeadline))
+	return pids, err
+}
+
+func (c *jobC) waitEmpty(ctx context.Context) error {
+	return pollUntilCtx(ctx, func() bool { n, err := c.j.active(); return err == nil && n == 0 })
+}
+
+func (c *jobC) destroy() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.j.close()
+}
+
+func (c *jobC) dirs() []string { return nil }
+
+func pollUntilCtx(ctx context.Context, done func() bool) error {
+	backoff := time.Millisecond
+	for !done() {
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 20*time.Millisecond)
+	}
+	return nil
+}
+
+// treeState holds a SYNCHRONIZE handle on the leader for the exit watcher.
+type treeState struct {
+	proc windows.Handle
+	stop chan struct{}
+}
+
+func (t *Tree) afterStart() error {
+	h, err := windows.OpenProcess(windows.SYNCHRONIZE, false, uint32(t.pid))
+	if err != nil {
+		return fmt.Errorf("killtree: OpenProcess %d: %w", t.pid, err)
+	}
+	t.st.proc, t.st.stop = h, make(chan struct{})
+	t.wg.Add(1)
+	go t.watchExit(h, t.st.stop)
+	return nil
+}
+
+// watchExit waits on the process handle in 100 ms slices so that release can
+// stop it.
+func (t *Tree) watchExit(h windows.Handle, stop chan struct{}) {
+	defer t.wg.Done()
+	for {
+		ev, err := windows.WaitForSingleObject(h, 100)
+		if err == nil && ev == windows.WAIT_OBJECT_0 {
+			close(t.exited)
+			return
+		}
+		select {
+		case <-stop:
+			return
+		default:
+		}
+	}
+}
+
+func (t *Tree) members() ([]int, error) {
+	pids, err := t.c.procs()
+	if err != nil {
+		return nil, err
+	}
+	out := pids[:0]
+	for _, p := range pids {
+		if !(p == t.pid && t.leaderExited()) {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// terminate does nothing: there is no SIGTERM, and CTRL_BREAK needs a shared
+// console. The grace period then simply passes before Kill.
+func (t *Tree) terminate() (int, error) { return 0, nil }
+
+func (t *Tree) kill(deadline time.Time) (Report, error) {
+	pids, err := t.c.kill()
+	n := len(pids)
+	if t.leaderExited() {
+		for _, p := range pids {
+			if p == t.pid {
+				n--
+			}
+		}
+	}
+	return Report{Processes: n}, err
+}
+
+func (t *Tree) killPipeHolders(pipes []*os.File) (int, error) { return 0, nil }
+
+func (t *Tree) release() error {
+	if t.st.stop == nil {
+		return nil
+	}
+	close(t.st.stop)
+	t.wg.Wait()
+	t.st.stop = nil
+	return windows.CloseHandle(t.st.proc)
+}
