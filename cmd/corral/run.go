@@ -1,0 +1,246 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/corral-sh/corral/api"
+	"github.com/corral-sh/corral/budget"
+	"github.com/corral-sh/corral/killtree"
+	"github.com/corral-sh/corral/supervisor"
+)
+
+const runUsage = `Usage: corral run [flags] -- COMMAND
+       corral run [flags] 'COMMAND'
+
+Runs COMMAND with bash -c (sh where bash is absent) inside a containment that
+is killed completely when the command ends, times out or is interrupted.
+stdout and stderr stream live to this terminal (each capped at 512 KiB);
+then a one-line summary on stderr says how it ended and what the model view
+kept. The exit code is the command's, 124 on timeout, 128+N when killed by
+signal N, 130 when interrupted.
+
+With --json nothing streams: the Result JSON is printed on stdout and corral
+exits 0 whatever the command's exit code; an invalid request prints the
+error JSON and exits 2.
+
+Flags:
+`
+
+// runFlags are the flags of corral run.
+type runFlags struct {
+	timeout      float64
+	cwd          string
+	session      string
+	label        string
+	dataDir      string
+	stdoutPolicy string
+	stderrPolicy string
+	grace        float64
+	containment  string
+	json         bool
+}
+
+func (m *Main) runFlagSet(f *runFlags) *flag.FlagSet {
+	fs := flag.NewFlagSet("corral run", flag.ContinueOnError)
+	fs.SetOutput(m.Stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), runUsage)
+		fs.PrintDefaults()
+	}
+	fs.Float64Var(&f.timeout, "timeout", supervisor.DefaultTimeout.Seconds(), "timeout in `seconds`, 1 to 300")
+	fs.StringVar(&f.cwd, "cwd", "", "working `directory` (default the current one)")
+	fs.StringVar(&f.session, "session", "default", "session `ID` that names the spill directory ([A-Za-z0-9._-], 1-128)")
+	fs.StringVar(&f.label, "label", "bash", "`label` that starts spill file names ([A-Za-z0-9._-], 1-128)")
+	fs.StringVar(&f.dataDir, "data-dir", defaultDataDir(m.Getenv), "`directory` for spill files (default $CORRAL_DATA_DIR, else the XDG data directory + /corral)")
+	fs.StringVar(&f.stdoutPolicy, "stdout-policy", "head", "which part of stdout the model sees: head, tail or head+tail")
+	fs.StringVar(&f.stderrPolicy, "stderr-policy", "tail", "which part of stderr the model sees: head, tail or head+tail")
+	fs.Float64Var(&f.grace, "grace", supervisor.DefaultGrace.Seconds(), "`seconds` between SIGTERM and SIGKILL on the way down (0: SIGKILL at once)")
+	fs.StringVar(&f.containment, "containment", m.Getenv("CORRAL_CONTAINMENT"), "force a containment `tier`: cgroup2, cgroup1 or pgroup (default: the strongest that works; $CORRAL_CONTAINMENT)")
+	fs.BoolVar(&f.json, "json", false, "print the Result JSON instead of streaming")
+	return fs
+}
+
+// defaultDataDir is $CORRAL_DATA_DIR, else $XDG_DATA_HOME/corral, else
+// ~/.local/share/corral.
+func defaultDataDir(getenv func(string) string) string {
+	if d := getenv("CORRAL_DATA_DIR"); d != "" {
+		return d
+	}
+	if d := getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "corral")
+	}
+	if h := getenv("HOME"); h != "" {
+		return filepath.Join(h, ".local", "share", "corral")
+	}
+	return ""
+}
+
+func (m *Main) run(ctx context.Context, args []string) error {
+	var f runFlags
+	fs := m.runFlagSet(&f)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return errUsage
+	}
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	command := strings.Join(fs.Args(), " ")
+
+	req, err := m.request(f, set, command)
+	if err != nil {
+		return m.invalid(f.json, err)
+	}
+	grace := supervisor.NoGrace
+	if f.grace > 0 {
+		grace = time.Duration(f.grace * float64(time.Second))
+	} else if f.grace < 0 {
+		return m.invalid(f.json, fmt.Errorf("%w: grace must be 0 or more seconds, got %g", supervisor.ErrInvalidRequest, f.grace))
+	}
+	sup, err := supervisor.New(supervisor.Config{
+		DataDir:     f.dataDir,
+		Grace:       grace,
+		Containment: killtree.Config{Tier: killtree.Tier(f.containment)},
+	})
+	if err != nil {
+		return err
+	}
+	defer sup.Close()
+
+	if !f.json {
+		req.OnEvent = m.stream
+	}
+	res, err := sup.Run(ctx, req)
+	if err != nil {
+		return m.invalid(f.json, err)
+	}
+	if f.json {
+		return json.NewEncoder(m.Stdout).Encode(res)
+	}
+	fmt.Fprintln(m.Stderr, summary(res))
+	return exitError{exitCode(res)}
+}
+
+// request builds the supervisor request from the flags, validating what the
+// supervisor cannot (the timeout's wire form, the policies' spelling).
+func (m *Main) request(f runFlags, set map[string]bool, command string) (supervisor.Request, error) {
+	req := supervisor.Request{
+		Command:      command,
+		Dir:          f.cwd,
+		Session:      f.session,
+		Label:        f.label,
+		StdoutPolicy: budget.Policy(f.stdoutPolicy),
+		StderrPolicy: budget.Policy(f.stderrPolicy),
+	}
+	if command == "" {
+		return req, fmt.Errorf("%w: no command given (corral run -- COMMAND)", supervisor.ErrInvalidRequest)
+	}
+	if set["timeout"] {
+		d, err := supervisor.ParseTimeout(f.timeout, 0)
+		if err != nil {
+			return req, err
+		}
+		req.Timeout = d
+	}
+	return req, nil
+}
+
+// invalid reports a request the supervisor refused: the error JSON on
+// stdout with --json, a message on stderr otherwise; exit code 2.
+func (m *Main) invalid(asJSON bool, err error) error {
+	if !errors.Is(err, supervisor.ErrInvalidRequest) && api.Code(err) != api.CodeInvalidArgument {
+		return err
+	}
+	if asJSON {
+		json.NewEncoder(m.Stdout).Encode(api.NewErrorBody(err))
+	} else {
+		fmt.Fprintln(m.Stderr, "corral:", err)
+	}
+	return exitError{2}
+}
+
+// stream writes live output to the terminal as it arrives.
+func (m *Main) stream(ev supervisor.Event) {
+	switch ev.Event {
+	case supervisor.EventOutput:
+		io.WriteString(m.writer(ev.Stream), ev.Data)
+	case supervisor.EventCapped:
+		fmt.Fprintf(m.Stderr, "\n[corral: live %s capped at %d KiB; the summary says what was kept]\n", ev.Stream, supervisor.DefaultLiveCap>>10)
+	}
+}
+
+func (m *Main) writer(stream string) io.Writer {
+	if stream == supervisor.Stderr {
+		return m.Stderr
+	}
+	return m.Stdout
+}
+
+// exitCode is the command's code, 124 on timeout, 128+N for signal N, 130
+// when interrupted.
+func exitCode(res supervisor.Result) int {
+	switch {
+	case res.TimedOut:
+		return 124
+	case res.Aborted:
+		return 130
+	case res.ExitCode != nil:
+		return *res.ExitCode
+	}
+	if n := unix.SignalNum(res.Signal); n != 0 {
+		return 128 + int(n)
+	}
+	return 128 + int(unix.SIGKILL)
+}
+
+// summary is the one line printed after the live output.
+func summary(res supervisor.Result) string {
+	var b strings.Builder
+	b.WriteString("corral: ")
+	switch {
+	case res.TimedOut:
+		fmt.Fprintf(&b, "timed out (%s)", res.Signal)
+	case res.Aborted:
+		fmt.Fprintf(&b, "interrupted (%s)", res.Signal)
+	case res.ExitCode != nil:
+		fmt.Fprintf(&b, "exit %d", *res.ExitCode)
+	default:
+		fmt.Fprintf(&b, "killed by %s", res.Signal)
+	}
+	fmt.Fprintf(&b, " in %s", (time.Duration(res.DurationMs) * time.Millisecond).String())
+	if k := res.Kill; k.Processes > 0 {
+		fmt.Fprintf(&b, "; killed %s (%d lingering, %d escaped) [%s]", plural(k.Processes, "process", "processes"), k.Lingering, k.Escapees, k.Tier)
+	}
+	for _, s := range []struct {
+		name string
+		info budget.Info
+	}{{"stdout", res.StdoutInfo}, {"stderr", res.StderrInfo}} {
+		if !s.info.Truncated {
+			continue
+		}
+		fmt.Fprintf(&b, "; %s cut: the model sees %d of %d lines (%d of %d bytes)",
+			s.name, s.info.KeptLines, s.info.TotalLines, s.info.KeptBytes, s.info.TotalBytes)
+		if s.info.SpillPath != "" {
+			fmt.Fprintf(&b, ", fuller copy in %s", s.info.SpillPath)
+		}
+	}
+	return b.String()
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}

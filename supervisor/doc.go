@@ -1,0 +1,21 @@
+// Package supervisor runs one shell command to the end and returns what the
+// model should see. It is the entry point an embedding harness uses.
+//
+// Run validates a Request before anything starts (a bad timeout, an empty
+// command or a NUL byte is ErrInvalidRequest and nothing runs), starts the
+// shell inside a fresh killtree containment with stdin on /dev/null (or the
+// request's bytes), drains stdout and stderr concurrently into the capture
+// layer without ever blocking the child, and delivers live events to the
+// request's callback without letting a slow callback slow the drain.
+//
+// The way down is the same for a timeout, an aborted context and processes
+// left behind by a shell that exited (after a short settle): SIGTERM to every
+// member, a grace period that ends early once the tree is empty, SIGKILL to
+// the whole tree, confirmation that it is empty, both pipes drained to EOF
+// (a pipe-holder scan kills any writer that escaped the containment), and only
+// then the Result. No event is delivered after the result event.
+//
+// The Result marshals to the JSON contract of corral's DESIGN.md: the model
+// views of both streams (budget), their counters, the spill paths of the
+// fuller copies (spill), and what the kill did (killtree).
+package supervisor

@@ -1,0 +1,211 @@
+package supervisor
+
+import (
+	"sync"
+	"unicode/utf8"
+)
+
+// Event kinds, as in DESIGN.md's live events.
+const (
+	EventStart  = "start"
+	EventOutput = "output"
+	EventCapped = "capped"
+	EventResult = "result"
+)
+
+// Stream names.
+const (
+	Stdout = "stdout"
+	Stderr = "stderr"
+)
+
+// DefaultLiveCap is how many bytes of each stream live events carry before
+// one capped event ends that stream's live output.
+const DefaultLiveCap = 512 << 10
+
+// maxEventData bounds one output event's data; a slow callback sees several
+// coalesced events of up to this size rather than one huge one.
+const maxEventData = 64 << 10
+
+// Event is one live event. It marshals to one NDJSON line of DESIGN.md:
+// start carries Pid; output carries Stream, Seq and Data; capped carries
+// Stream and Seq; result carries Result. Seq counts each stream separately
+// from 1 without gaps; capped takes the next seq of its stream.
+type Event struct {
+	Event  string  `json:"event"`
+	Pid    int     `json:"pid,omitempty"`
+	Stream string  `json:"stream,omitempty"`
+	Seq    int64   `json:"seq,omitempty"`
+	Data   string  `json:"data,omitempty"`
+	Result *Result `json:"result,omitempty"`
+}
+
+// live carries output from the drain goroutines to the event callback. The
+// drain side only appends under a mutex and never waits for the callback;
+// one dispatcher goroutine calls the callback, so events are delivered in
+// order and one at a time. Bytes past the cap are not queued: the stream's
+// live output then ends with one capped event.
+type live struct {
+	cb  func(Event)
+	cap int64
+
+	mu      sync.Mutex
+	streams [2]liveStream // guarded by mu
+	start   *Event        // guarded by mu; the start event, delivered first
+	wake    chan struct{} // buffered 1: a pending wake-up for the dispatcher
+	done    chan struct{} // closed when the dispatcher has delivered everything
+}
+
+type liveStream struct {
+	name    string
+	pending []byte // accepted, not yet delivered
+	queued  int64  // bytes accepted so far
+	seq     int64  // last seq delivered
+	capped  bool   // the cap was reached: nothing more is accepted
+	sentCap bool   // the capped event was delivered
+	eof     bool   // the drain finished
+}
+
+// newLive returns a dispatcher that delivers to cb, or nil when cb is nil
+// (all methods of a nil *live do nothing).
+func newLive(cb func(Event), limit int64) *live {
+	if cb == nil {
+		return nil
+	}
+	l := &live{cb: cb, cap: limit, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	l.streams[0].name = Stdout
+	l.streams[1].name = Stderr
+	return l
+}
+
+func (l *live) poke() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// started queues the start event ahead of any output.
+func (l *live) started(pid int) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	l.start = &Event{Event: EventStart, Pid: pid}
+	l.mu.Unlock()
+	l.poke()
+}
+
+// push accepts a copy of p for stream i, as far as the cap allows. It never
+// blocks on the callback.
+func (l *live) push(i int, p []byte) {
+	if l == nil || len(p) == 0 {
+		return
+	}
+	l.mu.Lock()
+	s := &l.streams[i]
+	if !s.capped {
+		room := l.cap - s.queued
+		if int64(len(p)) > room {
+			p = p[:room]
+			s.capped = true
+		}
+		s.pending = append(s.pending, p...)
+		s.queued += int64(len(p))
+	}
+	l.mu.Unlock()
+	l.poke()
+}
+
+// eof records that stream i was drained to its end.
+func (l *live) eof(i int) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	l.streams[i].eof = true
+	l.mu.Unlock()
+	l.poke()
+}
+
+// run delivers events until both streams reached EOF and everything queued
+// was delivered. Its owner waits on l.done.
+func (l *live) run() {
+	defer close(l.done)
+	for {
+		ev, finished := l.next()
+		if finished {
+			return
+		}
+		if ev == nil {
+			<-l.wake
+			continue
+		}
+		l.cb(*ev)
+	}
+}
+
+// next takes the next event to deliver, nil when there is none yet, and
+// reports whether everything has been delivered.
+func (l *live) next() (*Event, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.start != nil {
+		ev := l.start
+		l.start = nil
+		return ev, false
+	}
+	for i := range l.streams {
+		s := &l.streams[i]
+		if n := deliverable(s.pending, s.eof || s.capped); n > 0 {
+			data := string(s.pending[:n])
+			s.pending = s.pending[n:]
+			if len(s.pending) == 0 {
+				s.pending = nil
+			}
+			s.seq++
+			return &Event{Event: EventOutput, Stream: s.name, Seq: s.seq, Data: data}, false
+		}
+		if s.capped && !s.sentCap && (len(s.pending) == 0 || s.eof) {
+			s.sentCap = true
+			s.pending = nil
+			s.seq++
+			return &Event{Event: EventCapped, Stream: s.name, Seq: s.seq}, false
+		}
+	}
+	all := true
+	for i := range l.streams {
+		s := &l.streams[i]
+		if !s.eof || len(s.pending) > 0 || (s.capped && !s.sentCap) {
+			all = false
+		}
+	}
+	return nil, all
+}
+
+// deliverable says how many leading bytes of p to put in one event: at most
+// maxEventData, and never ending inside a UTF-8 sequence that later bytes may
+// complete, unless final (nothing more will come).
+func deliverable(p []byte, final bool) int {
+	n := min(len(p), maxEventData)
+	if n == 0 || final && n == len(p) {
+		return n
+	}
+	// Back up over an incomplete trailing sequence (at most 3 bytes).
+	for back := 1; back <= 3 && back <= n; back++ {
+		b := p[n-back]
+		if b < utf8.RuneSelf {
+			break
+		}
+		if utf8.RuneStart(b) {
+			if !utf8.FullRune(p[n-back : n]) {
+				if n-back == 0 && final {
+					return n
+				}
+				return n - back
+			}
+			break
+		}
+	}
+	return n
+}

@@ -1,0 +1,223 @@
+package supervisor
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/corral-sh/corral/budget"
+	"github.com/corral-sh/corral/spill"
+)
+
+// Timeout bounds. A request's timeout must lie in [MinTimeout, the
+// supervisor's MaxTimeout]; an embedding harness may raise MaxTimeout up to
+// CeilingTimeout in Config, a request never can.
+const (
+	DefaultTimeout = 60 * time.Second
+	MinTimeout     = 1 * time.Second
+	MaxTimeout     = 300 * time.Second
+	CeilingTimeout = 21600 * time.Second
+)
+
+// ErrInvalidRequest is wrapped by every validation error; it is
+// INVALID_ARGUMENT on the wire. Nothing was started when Run returns it.
+var ErrInvalidRequest = errors.New("supervisor: invalid request")
+
+// Request is one command to run. The zero value of every optional field
+// takes the documented default.
+type Request struct {
+	// Command is run as `<shell> -c Command`. Required; no NUL bytes.
+	Command string
+	// Dir is the working directory; "" is the supervisor's own. It must exist.
+	Dir string
+	// Env overrides variables of the inherited environment (and of the
+	// prompt-suppression defaults). Names are non-empty, without '=' or NUL.
+	Env map[string]string
+	// Unset removes inherited variables.
+	Unset []string
+	// Stdin, when non-nil, is written to the command's stdin, which is then
+	// closed. nil means /dev/null, so `cat` or `read x` return at once.
+	Stdin []byte
+	// Timeout is the wall-clock limit; 0 means DefaultTimeout. Any other value
+	// must lie in [MinTimeout, the supervisor's MaxTimeout]. Wire layers that
+	// receive seconds use ParseTimeout, which also rejects 0, NaN and infinities.
+	Timeout time.Duration
+	// Session and Label name spill files (spill.ValidateName rules); ""
+	// means "default" and "bash".
+	Session, Label string
+	// StdoutPolicy and StderrPolicy choose which end of a stream the model
+	// sees; "" means head for stdout and tail for stderr.
+	StdoutPolicy, StderrPolicy budget.Policy
+	// OnEvent, when non-nil, receives the live events in order, from one
+	// goroutine at a time, the result event last. It may be slow: events
+	// then coalesce, and past the live cap a stream ends with one capped event.
+	OnEvent func(Event)
+}
+
+// ParseTimeout turns a wire timeout in seconds into a Duration, rejecting
+// zero, negative, NaN and infinite values and anything above max (0 means
+// MaxTimeout).
+func ParseTimeout(seconds float64, max time.Duration) (time.Duration, error) {
+	if max <= 0 {
+		max = MaxTimeout
+	}
+	if math.IsNaN(seconds) || math.IsInf(seconds, 0) || seconds < MinTimeout.Seconds() || seconds > max.Seconds() {
+		return 0, fmt.Errorf("%w: timeout must be between %g and %g seconds, got %v",
+			ErrInvalidRequest, MinTimeout.Seconds(), max.Seconds(), seconds)
+	}
+	return time.Duration(seconds * float64(time.Second)), nil
+}
+
+// validated is a Request after validation, with every default applied.
+type validated struct {
+	Request
+	timeout time.Duration
+	stdout  budget.Policy
+	stderr  budget.Policy
+}
+
+// validate checks r against the supervisor's limits and fills defaults. It
+// touches nothing but a stat of Dir.
+func (s *Supervisor) validate(r Request) (validated, error) {
+	v := validated{Request: r}
+	bad := func(format string, args ...any) (validated, error) {
+		return validated{}, fmt.Errorf("%w: "+format, append([]any{ErrInvalidRequest}, args...)...)
+	}
+	if strings.TrimSpace(r.Command) == "" {
+		return bad("command is empty")
+	}
+	if strings.IndexByte(r.Command, 0) >= 0 {
+		return bad("command contains a NUL byte")
+	}
+	switch {
+	case r.Timeout == 0:
+		v.timeout = DefaultTimeout
+	case r.Timeout < MinTimeout || r.Timeout > s.maxTimeout:
+		return bad("timeout must be between %g and %g seconds, got %g",
+			MinTimeout.Seconds(), s.maxTimeout.Seconds(), r.Timeout.Seconds())
+	default:
+		v.timeout = r.Timeout
+	}
+	if r.Dir != "" {
+		fi, err := os.Stat(r.Dir)
+		if err != nil {
+			return bad("cwd %q: %v", r.Dir, errors.Unwrap(err))
+		}
+		if !fi.IsDir() {
+			return bad("cwd %q is not a directory", r.Dir)
+		}
+	}
+	for k, val := range r.Env {
+		if err := checkEnvName(k); err != nil {
+			return bad("env: %v", err)
+		}
+		if strings.IndexByte(val, 0) >= 0 {
+			return bad("env %s: value contains a NUL byte", k)
+		}
+	}
+	for _, k := range r.Unset {
+		if err := checkEnvName(k); err != nil {
+			return bad("unset: %v", err)
+		}
+	}
+	if v.Session == "" {
+		v.Session = "default"
+	}
+	if v.Label == "" {
+		v.Label = "bash"
+	}
+	if err := spill.ValidateName("session", v.Session); err != nil {
+		return bad("%v", err)
+	}
+	if err := spill.ValidateName("label", v.Label); err != nil {
+		return bad("%v", err)
+	}
+	var err error
+	if v.stdout, err = policyOr(r.StdoutPolicy, budget.PolicyHead); err != nil {
+		return bad("stdoutPolicy: %v", err)
+	}
+	if v.stderr, err = policyOr(r.StderrPolicy, budget.PolicyTail); err != nil {
+		return bad("stderrPolicy: %v", err)
+	}
+	return v, nil
+}
+
+func policyOr(p, def budget.Policy) (budget.Policy, error) {
+	if p == "" {
+		return def, nil
+	}
+	return budget.ParsePolicy(string(p))
+}
+
+func checkEnvName(k string) error {
+	if k == "" {
+		return errors.New("empty variable name")
+	}
+	if strings.ContainsAny(k, "=\x00") {
+		return fmt.Errorf("variable name %q contains '=' or NUL", k)
+	}
+	return nil
+}
+
+// promptSuppression is set in every child's environment unless the request
+// overrides a variable or the supervisor was configured without it: no pager,
+// no editor, no credential prompt, no interactive package configuration.
+var promptSuppression = []string{
+	"PAGER=cat",
+	"GIT_PAGER=cat",
+	"GIT_TERMINAL_PROMPT=0",
+	"GIT_EDITOR=true",
+	"EDITOR=true",
+	"VISUAL=true",
+	"DEBIAN_FRONTEND=noninteractive",
+}
+
+// environ builds the child's environment: the supervisor's own, minus the
+// scrubbed names, plus prompt suppression, plus the request's overrides,
+// minus its removals, plus the run marker. Scrubbed names never get through,
+// not even when the request sets them.
+func (s *Supervisor) environ(v validated, runID string) []string {
+	m := map[string]string{}
+	var order []string
+	set := func(k, val string) {
+		if _, ok := m[k]; !ok {
+			order = append(order, k)
+		}
+		m[k] = val
+	}
+	for _, kv := range os.Environ() {
+		if k, val, ok := strings.Cut(kv, "="); ok && k != "" {
+			set(k, val)
+		}
+	}
+	if !s.cfg.NoPromptSuppression {
+		for _, kv := range promptSuppression {
+			k, val, _ := strings.Cut(kv, "=")
+			set(k, val)
+		}
+	}
+	for k, val := range v.Env {
+		set(k, val)
+	}
+	for _, k := range v.Unset {
+		delete(m, k)
+	}
+	for _, k := range s.cfg.Scrub {
+		delete(m, k)
+	}
+	set(RunIDEnv, runID)
+	env := make([]string, 0, len(m))
+	for _, k := range order {
+		if val, ok := m[k]; ok {
+			env = append(env, k+"="+val)
+		}
+	}
+	return env
+}
+
+// RunIDEnv is the variable every command finds its run ID in. It also marks
+// the command's processes for diagnostics.
+const RunIDEnv = "CORRAL_RUN_ID"

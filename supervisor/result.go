@@ -1,0 +1,101 @@
+package supervisor
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/corral-sh/corral/budget"
+)
+
+// Result is what one command produced, shaped for the model. It marshals to
+// DESIGN.md's Result JSON; field names are a public contract.
+type Result struct {
+	Stdout     string      `json:"stdout"`
+	Stderr     string      `json:"stderr"`
+	ExitCode   *int        `json:"exitCode"` // nil when the shell did not exit by itself
+	Signal     string      `json:"signal"`   // the signal that ended it when ExitCode is nil
+	TimedOut   bool        `json:"timedOut"`
+	Aborted    bool        `json:"aborted"`
+	DurationMs int64       `json:"durationMs"`
+	Truncated  bool        `json:"truncated"` // either stream was cut
+	StdoutInfo budget.Info `json:"stdoutInfo"`
+	StderrInfo budget.Info `json:"stderrInfo"`
+	Kill       KillInfo    `json:"kill"`
+}
+
+// KillInfo says what the way down did.
+type KillInfo struct {
+	// Tier is the containment the command ran in.
+	Tier string `json:"tier"`
+	// Processes counts the processes killed after the shell exited or was
+	// stopped (escapees included).
+	Processes int `json:"processes"`
+	// Lingering counts the processes the shell left running behind it.
+	Lingering int `json:"lingering"`
+	// Escapees counts writers found outside the containment by the
+	// pipe-holder scan and killed.
+	Escapees int `json:"escapees,omitempty"`
+}
+
+// ending says why the command stopped.
+type ending int
+
+const (
+	endExited ending = iota
+	endTimedOut
+	endAborted
+)
+
+// note is the line appended to the stderr view when corral stopped the
+// command, telling the model what happened and what it can do.
+func (s *Supervisor) note(end ending, timeout time.Duration, kill KillInfo) string {
+	tree := fmt.Sprintf("killed its process tree (%s)", plural(kill.Processes, "process", "processes"))
+	switch end {
+	case endTimedOut:
+		msg := fmt.Sprintf("[corral: timed out after %s; %s. The output above is what it printed before that. "+
+			"If it needs more time, re-run it with a longer timeout (at most %s)",
+			seconds(timeout), tree, seconds(s.maxTimeout))
+		if s.cfg.TimeoutHint != "" {
+			msg += " " + strings.TrimSpace(s.cfg.TimeoutHint)
+		}
+		return msg + ".]"
+	case endAborted:
+		return fmt.Sprintf("[corral: aborted by the caller; %s.]", tree)
+	}
+	if kill.Lingering > 0 {
+		return fmt.Sprintf("[corral: the shell exited and left %s running; %s killed. "+
+			"A command's background processes do not outlive it.]",
+			plural(kill.Lingering, "process", "processes"), pick(kill.Lingering == 1, "it was", "they were"))
+	}
+	return ""
+}
+
+func seconds(d time.Duration) string {
+	return strings.TrimSuffix(fmt.Sprintf("%gs", d.Seconds()), ".0")
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+func pick[T any](c bool, a, b T) T {
+	if c {
+		return a
+	}
+	return b
+}
+
+// withNote appends note to a model view as its last line.
+func withNote(view, note string) string {
+	if note == "" {
+		return view
+	}
+	if view != "" && !strings.HasSuffix(view, "\n") {
+		view += "\n"
+	}
+	return view + note
+}

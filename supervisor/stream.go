@@ -1,0 +1,106 @@
+package supervisor
+
+import (
+	"errors"
+	"io"
+	"os"
+	"sync/atomic"
+
+	"github.com/corral-sh/corral/budget"
+	"github.com/corral-sh/corral/capture"
+	"github.com/corral-sh/corral/ringtail"
+)
+
+// readChunk is the size of one read from a pipe.
+const readChunk = 64 << 10
+
+// retained keeps what the capture layer holds of one stream: the head
+// (capture.Head) for the head policy, the tail (ringtail.Tail) for the tail
+// policy, both for head+tail. Writes never fail and never block.
+type retained struct {
+	policy budget.Policy
+	head   *capture.Head
+	tail   *ringtail.Tail
+	total  *atomic.Int64 // the supervisor's drained-bytes counter
+}
+
+func newRetained(p budget.Policy, c CaptureLimits, total *atomic.Int64) *retained {
+	r := &retained{policy: p, total: total}
+	if p != budget.PolicyTail {
+		r.head = capture.New(capture.Limits{MaxBytes: c.MaxBytes, MaxLines: c.MaxLines})
+	}
+	if p != budget.PolicyHead {
+		r.tail = ringtail.New(ringtail.Limits{MaxBytes: c.MaxBytes, MaxLines: c.MaxLines})
+	}
+	return r
+}
+
+func (r *retained) Write(p []byte) (int, error) {
+	if r.head != nil {
+		r.head.Write(p)
+	}
+	if r.tail != nil {
+		r.tail.Write(p)
+	}
+	r.total.Add(int64(len(p)))
+	return len(p), nil
+}
+
+// snapshot returns the retained bytes and the counters budget needs. For
+// head+tail the bytes are the head followed by what the tail holds past the
+// head, so the first and the last lines both survive.
+func (r *retained) snapshot() ([]byte, budget.Counts) {
+	switch {
+	case r.tail == nil:
+		c := r.head.Counts()
+		return r.head.Bytes(), budget.Counts{
+			TotalBytes: c.TotalBytes, TotalLines: c.TotalLines,
+			CapturedBytes: c.CapturedBytes, CapturedLines: c.CapturedLines,
+			OmittedBytes: c.OmittedBytes, OmittedLines: c.OmittedLines,
+			EdgeLineBytes: c.FirstLineBytes,
+		}
+	case r.head == nil:
+		c := r.tail.Counts()
+		return r.tail.Bytes(), budget.Counts{
+			TotalBytes: c.TotalBytes, TotalLines: c.TotalLines,
+			CapturedBytes: c.CapturedBytes, CapturedLines: c.CapturedLines,
+			OmittedBytes: c.OmittedBytes, OmittedLines: c.OmittedLines,
+			EdgeLineBytes: c.LastLineBytes,
+		}
+	default:
+		hc, tc := r.head.Counts(), r.tail.Counts()
+		data := r.head.Bytes()
+		rest, _ := r.tail.Since(hc.CapturedBytes)
+		data = append(data, rest...)
+		captured := min(int64(len(data)), hc.TotalBytes)
+		return data, budget.Counts{
+			TotalBytes: hc.TotalBytes, TotalLines: hc.TotalLines,
+			CapturedBytes: captured, CapturedLines: hc.CapturedLines,
+			OmittedBytes: hc.TotalBytes - captured, OmittedLines: max(0, hc.TotalLines-hc.CapturedLines-tc.CapturedLines),
+			EdgeLineBytes: hc.FirstLineBytes,
+		}
+	}
+}
+
+// drain copies one pipe into its capture and the live events until EOF (or
+// until the pipe is closed under it), then reports EOF to the live side and
+// closes done. It never stops early: past the ceiling the capture only counts.
+func drain(f *os.File, r *retained, l *live, idx int, done chan<- error) {
+	buf := make([]byte, readChunk)
+	var err error
+	for {
+		n, rerr := f.Read(buf)
+		if n > 0 {
+			r.Write(buf[:n])
+			l.push(idx, buf[:n])
+		}
+		if rerr != nil {
+			if !errors.Is(rerr, io.EOF) {
+				err = rerr
+			}
+			break
+		}
+	}
+	l.eof(idx)
+	done <- err
+}

@@ -1,0 +1,159 @@
+package supervisor
+
+import (
+	"fmt"
+	"os/exec"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/corral-sh/corral/budget"
+	"github.com/corral-sh/corral/killtree"
+	"github.com/corral-sh/corral/spill"
+)
+
+// Lifecycle defaults.
+const (
+	DefaultGrace  = 2 * time.Second
+	DefaultSettle = 250 * time.Millisecond
+	// NoGrace in Config.Grace skips the graceful phase: SIGKILL at once.
+	NoGrace time.Duration = -1
+	// drainWait is how long the drain may take to reach EOF after the tree
+	// was confirmed empty before the pipe-holder scan runs.
+	drainWait = 500 * time.Millisecond
+)
+
+// CaptureLimits is the capture ceiling per stream; zero fields take 512 KiB
+// and 200,000 lines.
+type CaptureLimits struct{ MaxBytes, MaxLines int }
+
+// Config configures a Supervisor. The zero value is usable: bash (or sh),
+// the strongest containment, 300 s ceiling, 2 s grace, 250 ms settle, no spill
+// files (markers then say "Narrow the request to see more."), silent logs.
+type Config struct {
+	// Shell runs the command as `Shell -c COMMAND`; "" is bash from PATH, or
+	// sh where bash is absent.
+	Shell string
+	// DataDir is where spill files go (<DataDir>/scratch/...); "" disables spills.
+	DataDir string
+	// SpillMaxBytes caps one spill file; 0 is spill.DefaultMaxBytes.
+	SpillMaxBytes int64
+	// MaxTimeout is the largest timeout a request may ask for; 0 is 300 s.
+	// It may be raised up to CeilingTimeout.
+	MaxTimeout time.Duration
+	// Grace is the graceful phase of the way down; 0 is DefaultGrace,
+	// NoGrace (negative) skips it.
+	Grace time.Duration
+	// Settle is how long a shell that exited may leave processes running
+	// before they are killed as lingering; 0 is DefaultSettle.
+	Settle time.Duration
+	// Capture is the per-stream capture ceiling.
+	Capture CaptureLimits
+	// Budget is the per-stream model budget; zero fields are 96 KiB / 4,000 lines.
+	Budget budget.Limits
+	// LiveCap is how many bytes per stream live events carry; 0 is DefaultLiveCap.
+	LiveCap int64
+	// Scrub names variables that never reach a child (the server's token).
+	Scrub []string
+	// NoPromptSuppression leaves PAGER, EDITOR and friends as inherited.
+	NoPromptSuppression bool
+	// RawOutput turns off model-view clean-up (ANSI, \r redraws, binary).
+	RawOutput bool
+	// Containment configures killtree.
+	Containment killtree.Config
+	// TimeoutHint, when non-empty, is appended to the timeout line of a timed
+	// out result (for example how to start a background job instead).
+	TimeoutHint string
+	// Logger receives one line per command at info level and lifecycle steps
+	// at debug level; nil is silent.
+	Logger *zerolog.Logger
+}
+
+// Supervisor runs commands. It is safe for concurrent use; Close kills
+// whatever is still running.
+type Supervisor struct {
+	cfg        Config
+	shell      string
+	maxTimeout time.Duration
+	grace      time.Duration
+	settle     time.Duration
+	liveCap    int64
+	trees      *killtree.Manager
+	spills     *spill.Store // nil when spills are disabled
+	log        zerolog.Logger
+	seq        atomic.Uint64
+	running    atomic.Int64
+	started    atomic.Int64
+	drained    atomic.Int64
+}
+
+// Stats are running totals since New, for metrics. Safe for concurrent use.
+type Stats struct {
+	Running      int64 // commands running now
+	Started      int64 // commands started
+	DrainedBytes int64 // bytes drained from all pipes
+}
+
+// Stats returns the running totals.
+func (s *Supervisor) Stats() Stats {
+	return Stats{Running: s.running.Load(), Started: s.started.Load(), DrainedBytes: s.drained.Load()}
+}
+
+// New validates cfg, detects the containment and returns a Supervisor.
+func New(cfg Config) (*Supervisor, error) {
+	s := &Supervisor{cfg: cfg, shell: cfg.Shell, maxTimeout: cfg.MaxTimeout,
+		grace: cfg.Grace, settle: cfg.Settle, liveCap: cfg.LiveCap, log: zerolog.Nop()}
+	if cfg.Logger != nil {
+		s.log = *cfg.Logger
+	}
+	switch {
+	case s.maxTimeout == 0:
+		s.maxTimeout = MaxTimeout
+	case s.maxTimeout < MinTimeout || s.maxTimeout > CeilingTimeout:
+		return nil, fmt.Errorf("supervisor: max timeout must be between %v and %v, got %v", MinTimeout, CeilingTimeout, s.maxTimeout)
+	}
+	switch {
+	case s.grace == 0:
+		s.grace = DefaultGrace
+	case s.grace < 0:
+		s.grace = 0
+	}
+	if s.settle <= 0 {
+		s.settle = DefaultSettle
+	}
+	if s.liveCap <= 0 {
+		s.liveCap = DefaultLiveCap
+	}
+	if s.shell == "" {
+		s.shell = "sh"
+		if p, err := exec.LookPath("bash"); err == nil {
+			s.shell = p
+		}
+	}
+	if _, err := exec.LookPath(s.shell); err != nil {
+		return nil, fmt.Errorf("supervisor: shell %q: %w", s.shell, err)
+	}
+	if cfg.DataDir != "" {
+		s.spills = spill.New(cfg.DataDir, spill.Options{MaxBytes: cfg.SpillMaxBytes})
+	}
+	trees, err := killtree.New(cfg.Containment)
+	if err != nil {
+		return nil, fmt.Errorf("supervisor: %w", err)
+	}
+	s.trees = trees
+	return s, nil
+}
+
+// Tier names the containment tier commands run in.
+func (s *Supervisor) Tier() killtree.Tier { return s.trees.Tier() }
+
+// MaxTimeout is the largest timeout a request may ask for.
+func (s *Supervisor) MaxTimeout() time.Duration { return s.maxTimeout }
+
+// Spills is the spill store, nil when spills are disabled.
+func (s *Supervisor) Spills() *spill.Store { return s.spills }
+
+// Close kills every tree still running and releases the containment
+// machinery. Runs in progress return as aborted or fail. Idempotent.
+func (s *Supervisor) Close() error { return s.trees.Close() }
