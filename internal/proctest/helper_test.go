@@ -56,12 +56,15 @@ func TestPlainHelpers(t *testing.T) {
 		{name: "lines", args: []string{"x"}, stderr: "proctest: usage: lines <n> [width]\n", code: 2},
 	}
 	for _, tc := range tests {
-		stdout, stderr, code := run(t, tc.stdin, tc.env, tc.name, tc.args...)
-		got := []any{stdout, stderr, code}
-		want := []any{tc.stdout, tc.stderr, tc.code}
-		if diff := cmp.Diff(want, got); diff != "" {
-			t.Errorf("%s %q: (-want +got)\n%s", tc.name, tc.args, diff)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			stdout, stderr, code := run(t, tc.stdin, tc.env, tc.name, tc.args...)
+			got := []any{stdout, stderr, code}
+			want := []any{tc.stdout, tc.stderr, tc.code}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("%s %q: (-want +got)\n%s", tc.name, tc.args, diff)
+			}
+		})
 	}
 }
 

@@ -61,7 +61,8 @@ func remaining() time.Duration {
 
 // spawn re-executes this binary as helper name with args, sharing stdin, stdout and stderr
 // and the environment (so the marker and the deadline are inherited); setsid makes the child
-// a session leader. It does not wait for the child.
+// a session leader. argv[0] is "proctest-<name>", so that ps and Proc.Cmdline show which
+// helper a process runs. It does not wait for the child.
 func spawn(setsid bool, name string, args ...string) (int, error) {
 	exe, err := os.Executable()
 	if err != nil {
@@ -73,7 +74,7 @@ func spawn(setsid bool, name string, args ...string) (int, error) {
 			env = append(env, e)
 		}
 	}
-	return syscall.ForkExec(exe, append([]string{exe}, args...), &syscall.ProcAttr{
+	return syscall.ForkExec(exe, append([]string{"proctest-" + name}, args...), &syscall.ProcAttr{
 		Env:   env,
 		Files: []uintptr{0, 1, 2},
 		Sys:   &syscall.SysProcAttr{Setsid: setsid},

@@ -3,6 +3,7 @@ package proctest
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
 )
 
 // startSafe starts helper name inside s with the marker; stdout goes to a pipe.
@@ -198,4 +200,71 @@ func TestParseMountinfo(t *testing.T) {
 	if diff := cmp.Diff(want, got, cmp.AllowUnexported(cgroupMounts{})); diff != "" {
 		t.Errorf("parseMountinfo (-want +got):\n%s", diff)
 	}
+}
+
+// TestBombModes checks the session layout of each bomb mode on a 9-process bounded bomb: plain
+// stays in the root's session, setsid makes every non-root process a session leader, dfork
+// leaves every non-root process reparented away from the tree and not a session leader.
+func TestBombModes(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{"plain", "setsid", "dfork"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			entry, value := Marker(t)
+			var cmd *exec.Cmd
+			t.Run("inside", func(t *testing.T) {
+				s := Safe(t, 200)
+				var out *bufio.Reader
+				cmd, out = startSafe(t, s, entry, "bomb", "30", mode, "9")
+				if line, err := out.ReadString('\n'); line != "ready 4\n" {
+					t.Fatalf("root said %q, %v", line, err)
+				}
+				// Poll until the tree is complete and dfork's middle processes have exited.
+				var procs []Proc
+				var err error = errors.New("no scan yet")
+				for end := time.Now().Add(20 * time.Second); err != nil && time.Now().Before(end); {
+					time.Sleep(10 * time.Millisecond)
+					procs = Survivors(value)
+					err = bombLayout(mode, cmd.Process.Pid, procs)
+				}
+				if err != nil {
+					t.Errorf("%v\nprocesses: %v", err, procs)
+				}
+			})
+			if cmd != nil {
+				cmd.Wait() //nolint:errcheck // Killed by the cleanup; TestSafeBomb checks how.
+			}
+			NoSurvivors(t, value, time.Second)
+		})
+	}
+}
+
+// bombLayout checks a 9-process bomb tree of the given mode rooted at root.
+func bombLayout(mode string, root int, procs []Proc) error {
+	if len(procs) != 9 {
+		return fmt.Errorf("%d processes, want 9", len(procs))
+	}
+	inTree := map[int]bool{}
+	for _, p := range procs {
+		inTree[p.PID] = true
+	}
+	rootSid, _ := unix.Getsid(root)
+	for _, p := range procs {
+		if p.PID == root {
+			continue
+		}
+		sid, err := unix.Getsid(p.PID)
+		if err != nil {
+			return fmt.Errorf("getsid %d: %w", p.PID, err)
+		}
+		switch {
+		case mode == "plain" && (sid != rootSid || !inTree[p.PPID]):
+			return fmt.Errorf("plain: %v has sid %d, parent in tree %v; want root's sid %d", p, sid, inTree[p.PPID], rootSid)
+		case mode == "setsid" && (sid != p.PID || !inTree[p.PPID]):
+			return fmt.Errorf("setsid: %v has sid %d; want its own, parent in tree", p, sid)
+		case mode == "dfork" && (sid == p.PID || sid == rootSid || inTree[p.PPID]):
+			return fmt.Errorf("dfork: %v has sid %d (root %d), parent in tree %v; want a dead leader's session, reparented", p, sid, rootSid, inTree[p.PPID])
+		}
+	}
+	return nil
 }
