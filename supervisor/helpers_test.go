@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corral-sh/corral/budget"
 	"github.com/corral-sh/corral/internal/proctest"
 	"github.com/corral-sh/corral/killtree"
 )
@@ -121,4 +122,8 @@ func tiers(t testing.TB) []killtree.Tier {
 		t.Fatal("no containment tier works here")
 	}
 	return out
+}
+
+func budgetLimits(maxBytes, maxLines int) budget.Limits {
+	return budget.Limits{MaxBytes: maxBytes, MaxLines: maxLines}
 }

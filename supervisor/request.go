@@ -77,6 +77,11 @@ type validated struct {
 	timeout time.Duration
 	stdout  budget.Policy
 	stderr  budget.Policy
+
+	// Set for background jobs only.
+	job         bool
+	interactive bool   // stdin stays an open pipe for JobInput
+	notify      func() // called after every chunk drained, from the drain goroutines
 }
 
 // validate checks r against the supervisor's limits and fills defaults. It

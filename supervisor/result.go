@@ -49,8 +49,17 @@ const (
 
 // note is the line appended to the stderr view when corral stopped the
 // command, telling the model what happened and what it can do.
-func (s *Supervisor) note(end ending, timeout time.Duration, kill KillInfo) string {
+func (s *Supervisor) note(end ending, v validated, kill KillInfo) string {
 	tree := fmt.Sprintf("killed its process tree (%s)", plural(kill.Processes, "process", "processes"))
+	timeout := v.timeout
+	switch {
+	case end == endTimedOut && v.job:
+		return fmt.Sprintf("[corral: the background job reached its lifetime of %s; %s. "+
+			"Start it with a longer lifetime (at most %s) if it must run longer.]",
+			seconds(timeout), tree, seconds(s.maxLifetime))
+	case end == endAborted && v.job:
+		return fmt.Sprintf("[corral: the background job was killed; %s.]", tree)
+	}
 	switch end {
 	case endTimedOut:
 		msg := fmt.Sprintf("[corral: timed out after %s; %s. The output above is what it printed before that. "+

@@ -87,7 +87,7 @@ func (s *Supervisor) start(v validated) (_ *proc, retErr error) {
 		return nil, fmt.Errorf("supervisor: stderr pipe: %w", err)
 	}
 	var stdinR *os.File
-	if v.Stdin == nil {
+	if v.Stdin == nil && !v.interactive {
 		if stdinR, err = os.Open(os.DevNull); err != nil {
 			return nil, fmt.Errorf("supervisor: stdin: %w", err)
 		}
@@ -114,8 +114,8 @@ func (s *Supervisor) start(v validated) (_ *proc, retErr error) {
 
 	s.started.Add(1)
 	s.running.Add(1)
-	p.out = newRetained(v.stdout, s.cfg.Capture, &s.drained)
-	p.err = newRetained(v.stderr, s.cfg.Capture, &s.drained)
+	p.out = newRetained(v.stdout, s.cfg.Capture, &s.drained, v.notify)
+	p.err = newRetained(v.stderr, s.cfg.Capture, &s.drained, v.notify)
 	p.live = newLive(v.OnEvent, s.liveCap)
 	if p.live != nil {
 		p.live.started(tree.Pid())
@@ -123,7 +123,7 @@ func (s *Supervisor) start(v validated) (_ *proc, retErr error) {
 	}
 	go drain(rOut, p.out, p.live, 0, p.drained)
 	go drain(rErr, p.err, p.live, 1, p.drained)
-	if p.stdinW != nil {
+	if p.stdinW != nil && !v.interactive {
 		go func() {
 			defer close(p.stdinEnd)
 			// EPIPE (nobody reads) and ErrClosed (the way down closed it)
@@ -276,7 +276,7 @@ func (p *proc) finish(end ending) Result {
 	}
 	res.Stdout, res.StdoutInfo = p.shape(p.out, "stdout")
 	res.Stderr, res.StderrInfo = p.shape(p.err, "stderr")
-	res.Stderr = withNote(res.Stderr, p.s.note(end, p.v.timeout, p.kill))
+	res.Stderr = withNote(res.Stderr, p.s.note(end, p.v, p.kill))
 	res.Truncated = res.StdoutInfo.Truncated || res.StderrInfo.Truncated
 
 	if p.v.OnEvent != nil {

@@ -22,14 +22,18 @@ type retained struct {
 	head   *capture.Head
 	tail   *ringtail.Tail
 	total  *atomic.Int64 // the supervisor's drained-bytes counter
+	notify func()        // nil, or called after every write (background jobs)
 }
 
-func newRetained(p budget.Policy, c CaptureLimits, total *atomic.Int64) *retained {
-	r := &retained{policy: p, total: total}
+// newRetained returns the capture for one stream. A non-nil notify (a
+// background job's) also keeps a tail ring whatever the policy, so readers
+// can follow the stream with a byte cursor.
+func newRetained(p budget.Policy, c CaptureLimits, total *atomic.Int64, notify func()) *retained {
+	r := &retained{policy: p, total: total, notify: notify}
 	if p != budget.PolicyTail {
 		r.head = capture.New(capture.Limits{MaxBytes: c.MaxBytes, MaxLines: c.MaxLines})
 	}
-	if p != budget.PolicyHead {
+	if p != budget.PolicyHead || notify != nil {
 		r.tail = ringtail.New(ringtail.Limits{MaxBytes: c.MaxBytes, MaxLines: c.MaxLines})
 	}
 	return r
@@ -43,6 +47,9 @@ func (r *retained) Write(p []byte) (int, error) {
 		r.tail.Write(p)
 	}
 	r.total.Add(int64(len(p)))
+	if r.notify != nil {
+		r.notify()
+	}
 	return len(p), nil
 }
 
@@ -51,7 +58,7 @@ func (r *retained) Write(p []byte) (int, error) {
 // head, so the first and the last lines both survive.
 func (r *retained) snapshot() ([]byte, budget.Counts) {
 	switch {
-	case r.tail == nil:
+	case r.policy == budget.PolicyHead:
 		c := r.head.Counts()
 		return r.head.Bytes(), budget.Counts{
 			TotalBytes: c.TotalBytes, TotalLines: c.TotalLines,
@@ -59,7 +66,7 @@ func (r *retained) snapshot() ([]byte, budget.Counts) {
 			OmittedBytes: c.OmittedBytes, OmittedLines: c.OmittedLines,
 			EdgeLineBytes: c.FirstLineBytes,
 		}
-	case r.head == nil:
+	case r.policy == budget.PolicyTail:
 		c := r.tail.Counts()
 		return r.tail.Bytes(), budget.Counts{
 			TotalBytes: c.TotalBytes, TotalLines: c.TotalLines,

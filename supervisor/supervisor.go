@@ -65,6 +65,14 @@ type Config struct {
 	// TimeoutHint, when non-empty, is appended to the timeout line of a timed
 	// out result (for example how to start a background job instead).
 	TimeoutHint string
+	// MaxJobs bounds the background jobs running at once; 0 is DefaultMaxJobs.
+	MaxJobs int
+	// MaxJobLifetime is the longest lifetime a job may ask for; 0 is
+	// DefaultMaxJobLifetime.
+	MaxJobLifetime time.Duration
+	// JobRetention is how long an exited job stays readable; 0 is
+	// DefaultJobRetention.
+	JobRetention time.Duration
 	// Logger receives one line per command at info level and lifecycle steps
 	// at debug level; nil is silent.
 	Logger *zerolog.Logger
@@ -83,9 +91,12 @@ type Supervisor struct {
 	spills     *spill.Store // nil when spills are disabled
 	log        zerolog.Logger
 	seq        atomic.Uint64
-	running    atomic.Int64
-	started    atomic.Int64
-	drained    atomic.Int64
+
+	maxLifetime time.Duration
+	jobs        jobTable
+	running     atomic.Int64
+	started     atomic.Int64
+	drained     atomic.Int64
 }
 
 // Stats are running totals since New, for metrics. Safe for concurrent use.
@@ -125,6 +136,10 @@ func New(cfg Config) (*Supervisor, error) {
 	if s.liveCap <= 0 {
 		s.liveCap = DefaultLiveCap
 	}
+	if err := s.jobs.init(cfg); err != nil {
+		return nil, err
+	}
+	s.maxLifetime = s.jobs.maxLifetime
 	if s.shell == "" {
 		s.shell = "sh"
 		if p, err := exec.LookPath("bash"); err == nil {
@@ -154,6 +169,10 @@ func (s *Supervisor) MaxTimeout() time.Duration { return s.maxTimeout }
 // Spills is the spill store, nil when spills are disabled.
 func (s *Supervisor) Spills() *spill.Store { return s.spills }
 
-// Close kills every tree still running and releases the containment
-// machinery. Runs in progress return as aborted or fail. Idempotent.
-func (s *Supervisor) Close() error { return s.trees.Close() }
+// Close kills every background job and every tree still running, and
+// releases the containment machinery. Runs in progress return as aborted or
+// fail. Idempotent.
+func (s *Supervisor) Close() error {
+	s.jobs.closeAll()
+	return s.trees.Close()
+}

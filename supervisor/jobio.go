@@ -1,0 +1,180 @@
+package supervisor
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"github.com/corral-sh/corral/budget"
+)
+
+// stdinWriteTimeout bounds one JobInput write into a full pipe that the
+// job does not read.
+const stdinWriteTimeout = 5 * time.Second
+
+// JobOutput returns what the job wrote to stream ("stdout" or "stderr")
+// from byte offset after on, at most one model budget of it (96 KiB and
+// 4,000 lines, cut after a complete line where one fits, valid UTF-8), and
+// the cursor to pass next. With wait > 0 (at most MaxOutputWait) it waits
+// for new output or the job's end when there is none yet.
+func (s *Supervisor) JobOutput(ctx context.Context, id, stream string, after int64, wait time.Duration) (JobOutput, error) {
+	j, err := s.jobs.get(id)
+	if err != nil {
+		return JobOutput{}, err
+	}
+	var r *retained
+	switch stream {
+	case Stdout:
+		r = j.p.out
+	case Stderr:
+		r = j.p.err
+	default:
+		return JobOutput{}, fmt.Errorf("%w: stream must be stdout or stderr, got %q", ErrInvalidRequest, stream)
+	}
+	if wait < 0 || wait > MaxOutputWait {
+		return JobOutput{}, fmt.Errorf("%w: wait must be between 0 and %g seconds, got %g",
+			ErrInvalidRequest, MaxOutputWait.Seconds(), wait.Seconds())
+	}
+	if total := r.tail.Counts().TotalBytes; after < 0 || after > total {
+		return JobOutput{}, fmt.Errorf("%w: after must be between 0 and %d (the bytes written so far), got %d",
+			ErrInvalidRequest, total, after)
+	}
+	limits := s.cfg.Budget
+	var timer <-chan time.Time
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		timer = t.C
+	}
+	for {
+		woken := j.waiter() // before reading, so no write is missed
+		res, ended := j.exited()
+		data, start := r.tail.Since(after)
+		text, used := window(data, limits, ended)
+		if used > 0 || ended || timer == nil {
+			out := JobOutput{ID: id, Stream: stream, Data: text, After: after, Next: start + int64(used),
+				SkippedBytes: start - after, State: JobRunning}
+			if used == 0 && len(data) == 0 {
+				out.Next = max(after, start)
+			}
+			if ended {
+				out.State, out.Result = JobExited, res
+			}
+			return out, nil
+		}
+		select {
+		case <-woken:
+		case <-timer:
+			timer = nil // one last read, then return what there is
+		case <-ctx.Done():
+			return JobOutput{}, ctx.Err()
+		}
+	}
+}
+
+// window cuts data to one budget: at most MaxLines lines and MaxBytes bytes,
+// after the last complete line that fits, or at a character boundary when
+// not even one line fits. Unless final, an incomplete UTF-8 sequence at the
+// end stays for the next read. It returns the text (invalid bytes replaced
+// with U+FFFD) and how many bytes of data it consumed.
+func window(data []byte, l budget.Limits, final bool) (string, int) {
+	maxBytes, maxLines := l.MaxBytes, l.MaxLines
+	if maxBytes <= 0 {
+		maxBytes = budget.DefaultMaxBytes
+	}
+	if maxLines <= 0 {
+		maxLines = budget.DefaultMaxLines
+	}
+	n := min(len(data), maxBytes)
+	cut := data[:n]
+	// The line bound: stop after the maxLines-th newline.
+	for i, seen := 0, 0; i < len(cut); {
+		k := bytes.IndexByte(cut[i:], '\n')
+		if k < 0 {
+			break
+		}
+		i += k + 1
+		if seen++; seen == maxLines {
+			cut = cut[:i]
+			break
+		}
+	}
+	if len(cut) < len(data) {
+		// Cut short: prefer the end of the last complete line.
+		if k := bytes.LastIndexByte(cut, '\n'); k >= 0 {
+			cut = cut[:k+1]
+		}
+		final = false
+	}
+	if !final {
+		cut = cut[:completeUTF8(cut)]
+	}
+	return strings.ToValidUTF8(string(cut), "\uFFFD"), len(cut)
+}
+
+// completeUTF8 returns the length of p without a trailing incomplete UTF-8
+// sequence.
+func completeUTF8(p []byte) int {
+	for back := 1; back <= utf8.UTFMax-1 && back <= len(p); back++ {
+		b := p[len(p)-back]
+		if b < utf8.RuneSelf {
+			return len(p)
+		}
+		if utf8.RuneStart(b) {
+			if utf8.FullRune(p[len(p)-back:]) {
+				return len(p)
+			}
+			return len(p) - back
+		}
+	}
+	return len(p)
+}
+
+// JobInput writes data to an interactive job's stdin, then closes stdin
+// when closeStdin is set. Errors wrap ErrJobStdin when the job is not
+// interactive, stdin was closed, or the job ended.
+func (s *Supervisor) JobInput(id string, data []byte, closeStdin bool) error {
+	j, err := s.jobs.get(id)
+	if err != nil {
+		return err
+	}
+	if !j.p.v.interactive {
+		return fmt.Errorf("%w: job %s was not started interactive", ErrJobStdin, id)
+	}
+	if _, ended := j.exited(); ended {
+		return fmt.Errorf("%w: job %s has exited", ErrJobStdin, id)
+	}
+	j.stdinMu.Lock()
+	defer j.stdinMu.Unlock()
+	w := j.p.stdinW
+	if len(data) > 0 {
+		w.SetWriteDeadline(time.Now().Add(stdinWriteTimeout))
+		if _, err := w.Write(data); err != nil {
+			return fmt.Errorf("%w: job %s: %v", ErrJobStdin, id, describeStdinErr(err))
+		}
+	}
+	if closeStdin {
+		if err := w.Close(); err != nil {
+			return fmt.Errorf("%w: job %s: %v", ErrJobStdin, id, describeStdinErr(err))
+		}
+	}
+	return nil
+}
+
+func describeStdinErr(err error) string {
+	switch {
+	case os.IsTimeout(err):
+		return "the job is not reading its stdin (write timed out)"
+	case errors.Is(err, os.ErrClosed):
+		return "stdin is closed"
+	case errors.Is(err, syscall.EPIPE):
+		return "the job closed its stdin"
+	}
+	return err.Error()
+}
