@@ -54,8 +54,10 @@ func Code(err error) string {
 	case errors.Is(err, supervisor.ErrInvalidRequest), errors.Is(err, spill.ErrInvalidName),
 		errors.Is(err, budget.ErrInvalid), errors.Is(err, ErrInvalidArgument), errors.Is(err, ErrTooLarge):
 		return CodeInvalidArgument
-	case errors.Is(err, spill.ErrNotFound):
+	case errors.Is(err, spill.ErrNotFound), errors.Is(err, supervisor.ErrNotFound):
 		return CodeNotFound
+	case errors.Is(err, supervisor.ErrTooManyJobs):
+		return CodeResourceExhausted
 	case errors.Is(err, budget.ErrBinary):
 		return CodeBinaryContent
 	case errors.Is(err, ErrUnauthenticated):
