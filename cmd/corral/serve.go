@@ -165,7 +165,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
-	log.Info().Str("listen", f.listen).Str("tier", string(sup.Tier())).Bool("auth", f.token != "").
+	log.Info().Str("listen", listenAddr(ln)).Str("tier", string(sup.Tier())).Bool("auth", f.token != "").
 		Str("version", Version).Msg("serving")
 
 	select {
@@ -189,6 +189,15 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	}
 	<-served // http.ErrServerClosed
 	return nil
+}
+
+// listenAddr is where ln listens, as --listen spells it (the port chosen
+// for :0 included).
+func listenAddr(ln net.Listener) string {
+	if ln.Addr().Network() == "unix" {
+		return "unix:" + ln.Addr().String()
+	}
+	return ln.Addr().String()
 }
 
 // checkExposure refuses to serve a non-loopback TCP address without a token.

@@ -1,0 +1,92 @@
+package api_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/corral-sh/corral/internal/proctest"
+	"github.com/corral-sh/corral/supervisor"
+)
+
+// loadBytes is what each command of TestLoad prints.
+const loadBytes = 50 << 20
+
+func TestLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("200 concurrent commands of 50 MiB each")
+	}
+	const n = 200
+	e := newEnv(t, withMaxConcurrent(n))
+	// One warm-up request opens what the server keeps open (the
+	// listener's accepted connection pool, the cgroup root) before the count.
+	e.exec(`{"command":"true"}`)
+	e.client.Transport.(interface{ CloseIdleConnections() }).CloseIdleConnections()
+	fds := proctest.FDCount(t)
+	rss0 := statusKB(t, "VmRSS")
+
+	body := fmt.Sprintf(`{"command":"yes | head -c %d","session":"load"}`, loadBytes)
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			code, b := e.do(context.Background(), "POST", "/v1/exec", body)
+			var res supervisor.Result
+			if err := json.Unmarshal(b, &res); err != nil || code != 200 {
+				errs <- fmt.Errorf("request %d: status %d %v: %.200s", i, code, err, b)
+				return
+			}
+			info := res.StdoutInfo
+			if res.ExitCode == nil || *res.ExitCode != 0 || info.TotalBytes != loadBytes || info.TotalLines != loadBytes/2 ||
+				!info.Truncated || info.KeptLines != 4000 || !strings.HasPrefix(res.Stdout, "y\ny\n") || info.SpillPath == "" {
+				errs <- fmt.Errorf("request %d: wrong result: exit %v %+v", i, res.ExitCode, info)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	e.client.Transport.(interface{ CloseIdleConnections() }).CloseIdleConnections()
+	hwm := statusKB(t, "VmHWM")
+	t.Logf("RSS before %d MiB, peak %d MiB (test client and server in one process)", rss0>>10, hwm>>10)
+	// Each command keeps at most 512 KiB of stdout and a stderr ring, plus
+	// its live events when streaming; 200 of them fit well in 512 MiB.
+	if hwm-rss0 > 512<<10 {
+		t.Errorf("peak RSS grew by %d MiB", (hwm-rss0)>>10)
+	}
+	// The server's connections close asynchronously after the client's.
+	waitFor(t, 10*time.Second, func() bool { return proctest.FDCount(t) <= fds })
+}
+
+// statusKB reads a "kB" field of /proc/self/status.
+func statusKB(t *testing.T, field string) int64 {
+	t.Helper()
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
+			v, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return v
+		}
+	}
+	t.Fatalf("no %s in /proc/self/status", field)
+	return 0
+}
