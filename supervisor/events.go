@@ -112,6 +112,10 @@ func (l *live) push(i int, p []byte) {
 		}
 		s.pending = append(s.pending, p...)
 		s.queued += int64(len(p))
+		if s.capped {
+			// The live output ends here: never inside a character.
+			s.pending = s.pending[:completeUTF8(s.pending)]
+		}
 	}
 	l.mu.Unlock()
 	l.poke()
