@@ -40,6 +40,10 @@ func becomeSubreaper() error {
 	return subreaperErr
 }
 
+// noWatchdog is set by tests that simulate a supervisor without a watchdog,
+// to show what the stale sweep alone does.
+var noWatchdog bool
+
 // platform is the Linux side of a Manager.
 type platform struct {
 	cfg      Config
@@ -55,6 +59,9 @@ func newPlatform(cfg Config, tier Tier) (*platform, error) {
 	}
 	p := &platform{cfg: cfg, tier: tier, instance: instance(), mnt: findMounts()}
 	sweepStale(p.mnt, cfg.CgroupParent)
+	if noWatchdog {
+		return p, nil
+	}
 	wd, err := startWatchdog()
 	if err != nil {
 		return nil, err

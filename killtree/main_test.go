@@ -6,4 +6,7 @@ import (
 	"github.com/corral-sh/corral/internal/proctest"
 )
 
-func TestMain(m *testing.M) { proctest.Main(m) }
+func TestMain(m *testing.M) {
+	registerHelpers()
+	proctest.Main(m)
+}

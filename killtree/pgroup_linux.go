@@ -22,6 +22,7 @@ type treeState struct {
 	seen   map[int]uint64 // pid -> start time of every process ever attributed
 	groups map[int]bool   // session and group IDs of attributed processes
 	cgLeaf string         // cgroup path suffix (relative), for zombie attribution; "" on pgroup
+	dead   map[int]bool   // PIDs the containment kill listed: their zombies are ours to reap
 }
 
 // attribute returns the processes of ps that belong to the tree, zombies
@@ -107,7 +108,9 @@ func (t *Tree) isRoot(p proc, self, selfSid int, envKV string) bool {
 	if !p.zombie() {
 		return environHas(p.pid, envKV)
 	}
-	return st.cgLeaf != "" && inCgroup(p.pid, st.cgLeaf)
+	// A zombie child of ours cannot be recycled before we reap it, so a PID
+	// the containment listed and killed still names the same process.
+	return st.dead[p.pid] || (st.cgLeaf != "" && inCgroup(p.pid, st.cgLeaf))
 }
 
 // inCgroup reports whether /proc/<pid>/cgroup names a cgroup whose path ends
@@ -195,9 +198,12 @@ func (t *Tree) kill(deadline time.Time) (Report, error) {
 	if err != nil {
 		return rep, err
 	}
+	t.mu.Lock()
 	for _, p := range pids {
 		killed[p] = true
+		t.st.dead[p] = true
 	}
+	t.mu.Unlock()
 	// 2. The group kill. SIGSTOP first: it is atomic against fork like
 	// SIGKILL (research §2.1), so the sweep below scans a group that stands
 	// still and can count it.
@@ -269,14 +275,19 @@ func (t *Tree) sweep(deadline time.Time, killed map[int]bool) (int, error) {
 			stopRounds++
 			continue
 		}
-		_ = t.signalGroup(unix.SIGKILL) // ESRCH: empty group
+		// Count before killing: the group kill below can make a member
+		// vanish before its own SIGKILL, which then returns ESRCH.
 		for _, p := range live {
-			if unix.Kill(p, unix.SIGKILL) == nil && !killed[p] {
+			if !killed[p] {
 				killed[p] = true
 				if t.escaped(p, ps) {
 					escapees++
 				}
 			}
+		}
+		_ = t.signalGroup(unix.SIGKILL) // ESRCH: empty group
+		for _, p := range live {
+			_ = unix.Kill(p, unix.SIGKILL) // ESRCH: the group kill got it first
 		}
 		if time.Now().After(deadline) {
 			return escapees, fmt.Errorf("killtree: %d processes of %d still alive: %w", len(live), t.pid, ErrNotEmpty)

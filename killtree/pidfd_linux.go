@@ -42,6 +42,7 @@ func (t *Tree) afterStart() error {
 	ownChildren.Store(t.pid, struct{}{})
 	t.st.seen = map[int]uint64{}
 	t.st.groups = map[int]bool{}
+	t.st.dead = map[int]bool{}
 	if cg, ok := t.c.(interface{ leafSuffix() string }); ok {
 		t.st.cgLeaf = cg.leafSuffix()
 	}
