@@ -30,6 +30,9 @@ var (
 	ErrTooLarge = errors.New("api: request body too large")
 	// ErrUnauthenticated is a missing or wrong bearer token: UNAUTHENTICATED.
 	ErrUnauthenticated = errors.New("api: unauthenticated")
+	// ErrForbidden is a browser request from another origin or under a
+	// rebound host name: UNAUTHENTICATED with HTTP status 403.
+	ErrForbidden = errors.New("api: forbidden")
 	// ErrBusy means every command slot is taken, or the server is shutting
 	// down: RESOURCE_EXHAUSTED.
 	ErrBusy = errors.New("api: resource exhausted")
@@ -60,7 +63,7 @@ func Code(err error) string {
 		return CodeResourceExhausted
 	case errors.Is(err, budget.ErrBinary):
 		return CodeBinaryContent
-	case errors.Is(err, ErrUnauthenticated):
+	case errors.Is(err, ErrUnauthenticated), errors.Is(err, ErrForbidden):
 		return CodeUnauthenticated
 	case errors.Is(err, ErrBusy):
 		return CodeResourceExhausted
@@ -73,11 +76,14 @@ func NewErrorBody(err error) ErrorBody {
 	return ErrorBody{Error: ErrorDetail{Code: Code(err), Message: err.Error()}}
 }
 
-// Status is the HTTP status of err: 400, 401, 404, 413, 422 (binary
+// Status is the HTTP status of err: 400, 401, 403, 404, 413, 422 (binary
 // content), 429 or 500.
 func Status(err error) int {
-	if errors.Is(err, ErrTooLarge) {
+	switch {
+	case errors.Is(err, ErrTooLarge):
 		return http.StatusRequestEntityTooLarge
+	case errors.Is(err, ErrForbidden):
+		return http.StatusForbidden
 	}
 	switch Code(err) {
 	case CodeInvalidArgument:

@@ -3,6 +3,8 @@ package api_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -355,5 +357,55 @@ func TestExecResultJSON(t *testing.T) {
 	json.Unmarshal(b, &res)
 	if res.ExitCode == nil || *res.ExitCode != 0 || res.Stdout != "hi\n" {
 		t.Errorf("result %s", b)
+	}
+}
+
+func TestBrowserGuard(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	dir := t.TempDir()
+	tests := []struct {
+		name         string
+		host         string // "" keeps the server's own
+		origin, site string
+		status       int
+	}{
+		{"plain client", "", "", "", 200},                                  // curl, SDKs
+		{"localhost name", "localhost", "", "", 200},                       // a loopback name
+		{"same origin", "", "SELF", "same-origin", 200},                    // the server's own page
+		{"rebound host", "evil.example", "", "", 403},                      // DNS rebinding
+		{"rebound with port", "evil.example:7823", "", "", 403},            // the same, with a port
+		{"cross-site fetch", "", "http://evil.example", "cross-site", 403}, // CSRF by a modern browser
+		{"cross-origin, old browser", "", "http://evil.example", "", 403},  // Origin only
+	}
+	for i, tt := range tests {
+		file := filepath.Join(dir, fmt.Sprint(i))
+		req, _ := http.NewRequest("POST", e.ts.URL+"/v1/exec", strings.NewReader(`{"command":"touch `+file+`"}`))
+		req.Header.Set("Content-Type", "text/plain")
+		if tt.host != "" {
+			req.Host = tt.host
+		}
+		if tt.origin == "SELF" {
+			tt.origin = e.ts.URL
+		}
+		if tt.origin != "" {
+			req.Header.Set("Origin", tt.origin)
+		}
+		if tt.site != "" {
+			req.Header.Set("Sec-Fetch-Site", tt.site)
+		}
+		resp, err := e.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		_, statErr := os.Stat(file)
+		if resp.StatusCode != tt.status || (tt.status == 200) != (statErr == nil) {
+			t.Errorf("%s: status %d (ran: %v), want %d: %s", tt.name, resp.StatusCode, statErr == nil, tt.status, b)
+		}
+		if tt.status == 403 && errorCode(t, b) != api.CodeUnauthenticated {
+			t.Errorf("%s: %s", tt.name, b)
+		}
 	}
 }

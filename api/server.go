@@ -142,7 +142,7 @@ func (s *Server) routes() http.Handler {
 	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp },
 		&mcp.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true, MaxRequestBodyBytes: MaxBodyBytes})
 	mux.Handle("/mcp", s.auth(mcpHandler))
-	return s.logRequests(mux)
+	return s.logRequests(s.guard(mux))
 }
 
 // auth requires the bearer token when one is configured. The comparison

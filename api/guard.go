@@ -1,0 +1,44 @@
+package api
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+)
+
+// guard refuses the two ways a web page could reach a server on loopback:
+// a cross-origin browser request (CSRF: a page POSTing to 127.0.0.1) and a
+// DNS-rebound one (a page whose own host name now resolves to 127.0.0.1).
+// Both matter most without a token, the default on loopback. Refusals are
+// 403 with the error JSON, code UNAUTHENTICATED.
+func (s *Server) guard(next http.Handler) http.Handler {
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, fmt.Errorf("%w: cross-origin browser requests are refused", ErrForbidden))
+	}))
+	return cop.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if rebound(r) {
+			writeError(w, fmt.Errorf("%w: host %q is not a loopback name on a loopback address", ErrForbidden, r.Host))
+			return
+		}
+		next.ServeHTTP(w, r)
+	}))
+}
+
+// rebound reports a request that arrived on a loopback TCP address under a
+// Host that is not a loopback name or address.
+func rebound(r *http.Request) bool {
+	la, ok := r.Context().Value(http.LocalAddrContextKey).(*net.TCPAddr)
+	if !ok || !la.IP.IsLoopback() {
+		return false
+	}
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	if host == "localhost" {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip == nil || !ip.IsLoopback()
+}
