@@ -147,7 +147,7 @@ func runCLI(t *testing.T, env []string, args ...string) []byte {
 
 // decodeResult decodes a Result JSON, refusing unknown fields so that the
 // wire contract and the Go type stay the same.
-func decodeResult(t *testing.T, b []byte) supervisor.Result {
+func decodeResult(t testing.TB, b []byte) supervisor.Result {
 	t.Helper()
 	var res supervisor.Result
 	dec := json.NewDecoder(bytes.NewReader(b))

@@ -37,7 +37,7 @@ type server struct {
 // and a temporary data directory, reads the chosen address from its
 // "serving" log line, and keeps draining its log so it never blocks. The
 // server is stopped with SIGTERM at cleanup unless the test killed it.
-func startServer(t *testing.T, extra ...string) *server {
+func startServer(t testing.TB, extra ...string) *server {
 	t.Helper()
 	var b [16]byte
 	rand.Read(b[:])
@@ -94,7 +94,7 @@ func (s *server) readLogs(r io.Reader, addr chan<- string) {
 }
 
 // stop ends the server with SIGTERM (unless it already exited) and reaps it.
-func (s *server) stop(t *testing.T) {
+func (s *server) stop(t testing.TB) {
 	s.client.CloseIdleConnections()
 	if s.cmd.ProcessState == nil {
 		s.cmd.Process.Signal(syscall.SIGTERM)
@@ -128,7 +128,7 @@ func (s *server) request(ctx context.Context, method, path string, body any) *ht
 }
 
 // exec runs one request through POST /v1/exec and returns the Result.
-func (s *server) exec(t *testing.T, body api.ExecRequest) supervisor.Result {
+func (s *server) exec(t testing.TB, body api.ExecRequest) supervisor.Result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), callLimit)
 	defer cancel()

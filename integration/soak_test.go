@@ -13,7 +13,7 @@ import (
 	"github.com/corral-sh/corral/internal/proctest"
 )
 
-// TestThousandCommands runs 1,000 commands in a row through one server (200
+// TestThousandCommands runs 1,000 commands in a row through one server (100
 // with -short), every 25th leaving a background child behind, and checks that the
 // server ends with no zombie child and the same number of descriptors and
 // threads as after a warm-up, and the same go_goroutines when /metrics
@@ -25,7 +25,7 @@ func TestThousandCommands(t *testing.T) {
 	t.Run("group", func(t *testing.T) {
 		n := 1000
 		if testing.Short() {
-			n = 200
+			n = 100
 		}
 		srv := startServer(t)
 		m := marker(t)
