@@ -175,7 +175,7 @@ func checkMCP(t *testing.T, c *mcpClient, cs *mcp.ClientSession) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no progress from the running command")
 	}
-	waitFor(t, 10*time.Second, func() bool { return len(proctest.Survivors(marker)) >= 2 })
+	waitFor(t, 30*time.Second, func() bool { return len(proctest.Survivors(marker)) >= 2 })
 	cancel()
 	if err := <-done; err == nil {
 		t.Error("the cancelled call returned no error")

@@ -166,7 +166,7 @@ func TestClientDisconnect(t *testing.T) {
 				}()
 				defer func() { cancel(); <-done }()
 			}
-			waitFor(t, 10*time.Second, func() bool { return len(proctest.Survivors(marker)) >= 2 })
+			waitFor(t, 30*time.Second, func() bool { return len(proctest.Survivors(marker)) >= 2 })
 			cancel()
 			proctest.NoSurvivors(t, marker, time.Second)
 		})
