@@ -128,6 +128,9 @@ func BenchmarkThroughput(b *testing.B) {
 	command := benchkit.FloodCommand(n)
 	for _, c := range contenders {
 		b.Run(c, func(b *testing.B) {
+			n := benchkit.FloodSize(n, c == "exec-buffer")
+			command := benchkit.FloodCommand(n)
+			benchkit.ReportFlood(b, n)
 			run := runner(c)
 			if c == "corral" {
 				sup := newLib(b, supervisor.Config{})
@@ -144,6 +147,7 @@ func BenchmarkThroughput(b *testing.B) {
 	b.Run("server", func(b *testing.B) {
 		srv := startServer(b)
 		timeout := supervisor.MaxTimeout.Seconds()
+		benchkit.ReportFlood(b, n)
 		b.SetBytes(n)
 		for b.Loop() {
 			if r := srv.exec(b, api.ExecRequest{Command: command, Timeout: &timeout}); r.StdoutInfo.TotalBytes != n {
@@ -190,15 +194,15 @@ func BenchmarkTrue(b *testing.B) {
 }
 
 // BenchmarkPeakRSS runs each contender in a child process draining a 4 GiB
-// flood (256 MiB with -short) and reports the child's VmHWM; "idle" is the
-// same child running nothing.
+// flood (256 MiB with -short; exec-buffer at most benchkit.BufferedMax) and
+// reports the child's VmHWM; "idle" is the same child running nothing.
 func BenchmarkPeakRSS(b *testing.B) {
 	n := int64(benchkit.PeakRSSBytes)
 	if testing.Short() {
 		n = 256 << 20
 	}
 	for _, c := range append([]string{"idle"}, contenders...) {
-		b.Run(c, func(b *testing.B) { benchkit.BenchPeakRSS(b, "rss-"+c, n) })
+		b.Run(c, func(b *testing.B) { benchkit.BenchPeakRSS(b, "rss-"+c, benchkit.FloodSize(n, c == "exec-buffer")) })
 	}
 }
 

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/corral-sh/corral/internal/proctest"
 	"github.com/corral-sh/corral/supervisor"
 )
@@ -37,8 +39,13 @@ func TestMain(m *testing.M) {
 	code := 1
 	if err := buildCorral(corralBin); err != nil {
 		fmt.Fprintln(os.Stderr, "integration:", err)
-	} else {
-		code = m.Run()
+	} else if code = m.Run(); code == 0 {
+		// Every server, client, supervisor and MCP session a test started
+		// must have been closed with it.
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "integration: goroutines left after the tests:", err)
+			code = 1
+		}
 	}
 	os.RemoveAll(dir)
 	os.Exit(code)

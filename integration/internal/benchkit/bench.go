@@ -1,3 +1,5 @@
+//go:build linux
+
 package benchkit
 
 import (
@@ -83,6 +85,7 @@ func BenchPeakRSS(b *testing.B, helper string, n int64) {
 		k++
 	}
 	b.ReportMetric(total/float64(k), "peak-MB")
+	ReportFlood(b, n)
 }
 
 // KillMarked SIGKILLs every process carrying the marker value, by PID through

@@ -1,3 +1,5 @@
+//go:build linux
+
 package benchkit
 
 import (
@@ -9,6 +11,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"testing"
 	"time"
 )
 
@@ -19,7 +22,22 @@ func FloodCommand(n int64) string { return fmt.Sprintf("head -c %d /dev/zero", n
 const (
 	ThroughputBytes = 2 << 30 // the throughput flood: 2 GiB
 	PeakRSSBytes    = 4 << 30 // the peak-RSS flood: 4 GiB
+	// BufferedMax caps the flood for contenders that keep all output in
+	// memory (os/exec with a bytes.Buffer, go-cmd's buffered mode): their
+	// peak RSS is about four times the output (buffer doubling plus GC
+	// headroom), so 4 GiB would take some 16 GiB on a shared machine. Their
+	// figures say which size was measured (the flood-MiB metric).
+	BufferedMax = 1 << 30
 )
+
+// FloodSize is the flood a contender is measured with: n, or BufferedMax
+// for a contender that buffers everything.
+func FloodSize(n int64, buffers bool) int64 {
+	if buffers {
+		return min(n, BufferedMax)
+	}
+	return n
+}
 
 // TreePlain and TreeSetsid are the two halves of the kill-latency tree:
 // TreeProcs processes in all with the shell, half of them escaped into
@@ -76,6 +94,9 @@ type Runner func(command string) error
 // one contender does. stop ends it the way that contender would (cancel a
 // context, call Stop); done is closed when the contender's call returned.
 type Starter func(command string, env []string) (stop func(), done <-chan struct{}, err error)
+
+// ReportFlood records the flood size a figure was measured with.
+func ReportFlood(b *testing.B, n int64) { b.ReportMetric(float64(n>>20), "flood-MiB") }
 
 // RSSHelper is the body of a peak-RSS helper process: args are
 // "<bytes>"; it runs the flood with run (nil: nothing, the idle floor) and
