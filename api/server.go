@@ -114,10 +114,7 @@ func (s *Server) MCPServer() *mcp.Server { return s.mcp }
 // killed) and waits until they returned or ctx is done. It does not close
 // the Supervisor. Calling it more than once is harmless.
 func (s *Server) Shutdown(ctx context.Context) error {
-	s.mu.Lock()
-	s.closed = true
-	s.mu.Unlock()
-	s.cancel()
+	s.abort()
 	done := make(chan struct{})
 	go func() {
 		s.runs.Wait()

@@ -47,7 +47,7 @@ func (m *Main) mcp(ctx context.Context, args []string) error {
 		return err
 	}
 	defer sup.Close()
-	runErr := srv.MCPServer().Run(ctx, &mcp.StdioTransport{})
+	runErr := srv.ServeMCP(ctx, &mcp.StdioTransport{})
 	sctx, cancel := context.WithTimeout(context.Background(), grace+2*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {

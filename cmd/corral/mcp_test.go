@@ -1,0 +1,85 @@
+package main
+
+import (
+	"bufio"
+	"io"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/corral-sh/corral/internal/proctest"
+)
+
+// TestMCPStop ends `corral mcp` while a command runs, by closing its stdin
+// or by SIGTERM: the server exits 0 at once and the command's tree is gone.
+// Raw JSON-RPC lines, because the SDK client's Close waits for its own call.
+// (The tools themselves are tested in package api against the same binary.)
+func TestMCPStop(t *testing.T) {
+	t.Parallel()
+	for _, how := range []string{"stdin", "SIGTERM"} {
+		t.Run(how, func(t *testing.T) {
+			t.Parallel()
+			testMCPStop(t, how)
+		})
+	}
+}
+
+func testMCPStop(t *testing.T, how string) {
+	entry, marker := proctest.Marker(t)
+	cmd := exec.Command(corralBinary(t), "mcp", "--data-dir", t.TempDir(), "--grace", "0.2")
+	cmd.Env = append(cmd.Environ(), entry)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() {
+		io.Copy(io.Discard, stdout) // drain until corral exits
+		exited <- cmd.Wait()
+	}()
+	defer func() {
+		cmd.Process.Kill()
+		<-exited
+	}()
+	lines := []string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"bash","arguments":{"command":"sleep 60 & sleep 60 & wait"}}}`,
+	}
+	w := bufio.NewWriter(stdin)
+	w.WriteString(strings.Join(lines, "\n") + "\n")
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(proctest.Survivors(marker)) < 4 { // corral, bash and two sleeps
+		if time.Now().After(deadline) {
+			t.Fatalf("the command did not start: %v", proctest.Survivors(marker))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if how == "stdin" {
+		stdin.Close()
+	} else if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		exited <- err
+		if err != nil {
+			t.Errorf("corral mcp exited with %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("corral mcp still running 5 s after %s", how)
+	}
+	proctest.NoSurvivors(t, marker, 0)
+}
