@@ -88,7 +88,7 @@ func (m *mounts) roots() []string {
 	if m.v2 != "" {
 		out = append(out, m.v2)
 	}
-	for _, c := range []string{"pids", "freezer"} {
+	for _, c := range []string{"freezer", "pids"} { // pids last: its leaves die with the others
 		if r := m.v1[c]; r != "" {
 			out = append(out, r)
 		}

@@ -23,7 +23,7 @@ func registerHelpers() {
 // It starts `bash -c script` in a Manager of that tier, reads the script's
 // first output line, waits until the tree has `members` members, and then
 // either kills it and prints "report <processes> <escapees> <nanoseconds>",
-// or prints "running" and hangs (for 60 s at most) until the test kills it.
+// or prints "running <watchdog pid>" and hangs (for 60 s at most) until the test kills it.
 func helperSupervise(args []string) int {
 	if len(args) < 4 {
 		fmt.Fprintln(os.Stderr, "supervise kill|hang|hang-nowatchdog <tier> <parent> <script> [members]")
@@ -66,7 +66,11 @@ func helperSupervise(args []string) int {
 		time.Sleep(20 * time.Millisecond) // polling a condition
 	}
 	if mode != "kill" {
-		fmt.Println("running")
+		wd := 0
+		if m.plat.wd != nil {
+			wd = m.plat.wd.cmd.Process.Pid
+		}
+		fmt.Printf("running %d\n", wd)
 		time.Sleep(60 * time.Second) // the test SIGKILLs us long before
 		return 3
 	}

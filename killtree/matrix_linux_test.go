@@ -54,10 +54,11 @@ type scenario struct {
 
 const lifetime = "60"
 
-// safetyPids is the safety cgroup's pids.max. pids.max counts threads, and a
-// bomb process (this test binary re-executed, GOMAXPROCS=1) has about three,
-// so 1,000-process bombs need more than 3,000.
-const safetyPids = 4000 // every helper expires by itself after this many seconds
+// safetyPids is the safety cgroup's pids.max, and the containments' in the
+// matrix. pids.max counts threads, and a bomb process (this test binary
+// re-executed, GOMAXPROCS=1) has three to five (more under -race), so
+// 1,000-process bombs need several thousand.
+const safetyPids = 6000 // every helper expires by itself after this many seconds
 
 func scenarios() []scenario {
 	sleep := proctest.Command("sleep", lifetime)
@@ -70,7 +71,7 @@ func scenarios() []scenario {
 		{name: "escaper", script: func(string) string { return "trap '' PIPE; " + proctest.Command("escaper", lifetime) }, ready: 1, exited: true, minKilled: 3},
 		// coreutils timeout leaves the group with setpgid.
 		// (timeout may not have started its child yet: at least bash and timeout.)
-		{name: "timeout", script: func(string) string { return "timeout 100 " + sleep + " & echo ready; wait" }, ready: 1, minKilled: 2},
+		{name: "timeout", script: func(string) string { return "timeout 100 env " + sleep + " & echo ready; wait" }, ready: 1, minKilled: 2},
 		// set -m gives every job its own group.
 		{name: "set-m", script: func(string) string { return "set -m; " + sleep + " & " + sleep + " & echo ready; wait" }, ready: 1, minKilled: 3},
 		// A tree that ignores SIGTERM: Terminate leaves it, Kill ends it.
@@ -108,7 +109,7 @@ func TestMatrix(t *testing.T) {
 	mnt := findMounts()
 	for _, tier := range workingTiers(t, safety.Name()) {
 		t.Run(string(tier), func(t *testing.T) {
-			m, err := New(Config{Tier: tier, CgroupParent: safety.Name()})
+			m, err := New(Config{Tier: tier, CgroupParent: safety.Name(), PidsMax: safetyPids})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -263,6 +263,13 @@ func (t *Tree) sweep(deadline time.Time, killed map[int]bool) (int, error) {
 		if len(live) == 0 && reaped == 0 {
 			return escapees, nil
 		}
+		if len(live) == 0 && reaped < 0 {
+			if time.Now().After(deadline) {
+				return escapees, fmt.Errorf("killtree: zombies of %d not reapable: %w", t.pid, ErrNotEmpty)
+			}
+			time.Sleep(backoff) // a zombie not yet waitable; not synchronisation
+			continue
+		}
 		fresh := false
 		for _, p := range live {
 			if !stopped[p] {

@@ -1,6 +1,7 @@
 package killtree
 
 import (
+	"errors"
 	"os"
 
 	"golang.org/x/sys/unix"
@@ -11,10 +12,13 @@ import (
 // It waits for each by PID with WNOHANG, never with wait4(-1), and never for
 // the leader or another tree's leader or a watchdog (ownChildren): os/exec
 // reaps those, and stealing their status makes cmd.Wait fail with "no child
-// processes" (research notes E12). It returns how many it reaped.
+// processes" (research notes E12). It returns how many it reaped, or, if
+// some could not be reaped yet (EINTR, or not yet waitable), a negative
+// count so the caller scans again.
 func (t *Tree) reapZombies(ps []proc) int {
 	self := os.Getpid()
 	n := 0
+	pending := false
 	for _, p := range ps {
 		if !p.zombie() || p.ppid != self || p.pid == t.pid {
 			continue
@@ -23,9 +27,20 @@ func (t *Tree) reapZombies(ps []proc) int {
 			continue
 		}
 		var ws unix.WaitStatus
-		if got, err := unix.Wait4(p.pid, &ws, unix.WNOHANG, nil); err == nil && got == p.pid {
-			n++
+		got, err := unix.Wait4(p.pid, &ws, unix.WNOHANG, nil)
+		for errors.Is(err, unix.EINTR) {
+			got, err = unix.Wait4(p.pid, &ws, unix.WNOHANG, nil)
 		}
+		switch {
+		case err == nil && got == p.pid:
+			n++
+		case err == nil: // not waitable yet: look again
+			pending = true
+		}
+		// ECHILD: not our child after all (its real parent reaps it).
+	}
+	if pending && n == 0 {
+		return -1
 	}
 	return n
 }

@@ -181,8 +181,14 @@ func killStaleLeaf(dir string) {
 		_ = pollUntilTimeout(time.Second, func() bool { return !populated(filepath.Join(dir, "cgroup.events")) })
 	case fileExists(filepath.Join(dir, "freezer.state")):
 		_, _ = (&cgroup1{freezer: dir}).kill()
-	default:
-		_ = pollUntilTimeout(time.Second, func() bool { p, _ := readPids(filepath.Join(dir, "cgroup.procs")); return len(p) == 0 })
+	default: // a pids-only leaf: whatever is left escaped the other cgroups
+		_ = pollUntilTimeout(time.Second, func() bool {
+			p, _ := readPids(filepath.Join(dir, "cgroup.procs"))
+			for _, pid := range p {
+				_ = unix.Kill(pid, unix.SIGKILL) // ESRCH: gone meanwhile
+			}
+			return len(p) == 0
+		})
 	}
 	_ = rmLeaf(dir)
 }

@@ -1,0 +1,181 @@
+package killtree
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/corral-sh/corral/internal/proctest"
+	"golang.org/x/sys/unix"
+)
+
+// startHangingSupervisor runs the supervise helper in hang mode in the safety
+// cgroup: it starts script under tier and prints "running" once the tree has
+// members processes. It returns the helper, already past "running", and
+// the PID of its watchdog (0 if none).
+func startHangingSupervisor(t *testing.T, safety *proctest.Safety, mode string, tier Tier, entry, script, members string) (*exec.Cmd, int) {
+	t.Helper()
+	argv, henv := proctest.Argv("supervise", mode, string(tier), safety.Name(), script, members)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), henv, entry)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := safety.Start(cmd); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	var wd int
+	if _, serr := fmt.Sscanf(line, "running %d", &wd); err != nil || serr != nil {
+		t.Fatalf("helper said %q, %v", line, err)
+	}
+	return cmd, wd
+}
+
+// crashScript starts escapers and a plain sleeper, all marked.
+func crashScript() string {
+	return proctest.Command("escaper", lifetime) + "; " + proctest.Command("sleep", lifetime) + " & echo ready; wait"
+}
+
+// TestSupervisorKilled: a supervisor SIGKILLed in the middle of a command
+// leaves no process of the command alive within 1 s (the watchdog), for
+// every tier.
+func TestSupervisorKilled(t *testing.T) {
+	safety := proctest.Safe(t, safetyPids)
+	for _, tier := range workingTiers(t, safety.Name()) {
+		t.Run(string(tier), func(t *testing.T) {
+			entry, marker := proctest.Marker(t)
+			sup, wd := startHangingSupervisor(t, safety, "hang", tier, entry, crashScript(), "4")
+			before := proctest.Survivors(marker)
+			if len(before) < 4 {
+				t.Fatalf("%d marked processes before the crash, want ≥ 4", len(before))
+			}
+			defer reapOrphans(t, wd)
+			if err := sup.Process.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			_ = sup.Wait() // killed by the test
+			proctest.NoSurvivors(t, marker, time.Second)
+			waitGone(t, instanceLeaves(safety.Name()), time.Second)
+		})
+	}
+}
+
+// TestStaleSweep: without a watchdog a crashed supervisor's command survives
+// (the control), and the next New kills it and removes its cgroups.
+func TestStaleSweep(t *testing.T) {
+	safety := proctest.Safe(t, safetyPids)
+	for _, tier := range []Tier{TierCgroup2, TierCgroup1} {
+		t.Run(string(tier), func(t *testing.T) {
+			if !tierWorks(safety.Name(), tier) {
+				t.Skipf("tier %s does not work here", tier)
+			}
+			entry, marker := proctest.Marker(t)
+			sup, _ := startHangingSupervisor(t, safety, "hang-nowatchdog", tier, entry, crashScript(), "4")
+			if err := sup.Process.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			_ = sup.Wait() // killed by the test
+			before := proctest.Survivors(marker)
+			if len(before) < 4 {
+				t.Fatalf("control: %d marked processes survived the crash without a watchdog, want ≥ 4", len(before))
+			}
+			defer reapOrphans(t, 0)
+			leaves := instanceLeaves(safety.Name())
+			if len(leaves) == 0 {
+				t.Fatal("control: no stale leaf left behind")
+			}
+			m, err := New(Config{Tier: tier, CgroupParent: safety.Name()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			proctest.NoSurvivors(t, marker, 0)
+			waitGone(t, leaves, 0)
+		})
+	}
+}
+
+// reapOrphans reaps the crashed supervisor's orphans, which were reparented
+// to this test process (a child subreaper) and which nothing else would reap,
+// once the watchdog (wd, 0 for none) has finished. It runs after
+// NoSurvivors, while no other test runs (crash tests are not parallel), so
+// every zombie child of ours that no Manager owns is such an orphan.
+func reapOrphans(t *testing.T, wd int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		for _, z := range proctest.Zombies(os.Getpid()) {
+			if _, own := ownChildren.Load(z.PID); own {
+				continue
+			}
+			var ws unix.WaitStatus
+			_, _ = unix.Wait4(z.PID, &ws, unix.WNOHANG, nil)
+			if z.PID == wd {
+				wd = 0
+			}
+		}
+		if wd == 0 || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition: the watchdog is still at work
+	}
+}
+
+func tierWorks(parent string, tier Tier) bool {
+	for _, s := range Doctor(Config{CgroupParent: parent}) {
+		if s.Tier == tier {
+			return s.Works
+		}
+	}
+	return false
+}
+
+// instanceLeaves lists the leaf directories of instances other than this
+// process's under parent, in every hierarchy.
+func instanceLeaves(parent string) []string {
+	var out []string
+	for _, root := range findMounts().roots() {
+		insts, _ := filepath.Glob(filepath.Join(root, parent, "*-*"))
+		for _, inst := range insts {
+			if filepath.Base(inst) == instance() {
+				continue
+			}
+			leaves, _ := os.ReadDir(inst)
+			for _, l := range leaves {
+				if l.IsDir() && !strings.HasPrefix(l.Name(), "selftest") {
+					out = append(out, filepath.Join(inst, l.Name()))
+				}
+			}
+		}
+	}
+	return out
+}
+
+// waitGone polls until every directory is gone, for at most within.
+func waitGone(t *testing.T, dirs []string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for _, d := range dirs {
+		for {
+			_, err := os.Stat(d)
+			if errors.Is(err, os.ErrNotExist) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("cgroup %s still there after %v", d, within)
+				break
+			}
+			time.Sleep(10 * time.Millisecond) // polling a condition
+		}
+	}
+}
