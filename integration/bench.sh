@@ -122,7 +122,7 @@ END {
 
 	printf "| … processes of that tree left alive | "
 	for (i = 1; i <= n; i++) { c = cs[i]
-		printf "%s | ", has("KillTree", c) ? fmtnum(v["KillTree", c, "survivors"]) : "—" }
+		printf "%s | ", has("KillTree", c) ? sprintf("%.0f", v["KillTree", c, "survivors"]) : "—" }
 	print ""
 
 	print ""
