@@ -74,6 +74,9 @@ func (c *cgroup1) kill() ([]int, error) {
 	state := filepath.Join(c.freezer, "freezer.state")
 	deadline := time.Now().Add(killDeadline)
 	for {
+		if pids, err := c.procs(); err == nil && len(pids) == 0 {
+			return all, nil // empty: only a member could add one, by forking
+		}
 		if err := writeFile(state, "FROZEN"); err != nil {
 			return all, err
 		}

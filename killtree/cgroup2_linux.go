@@ -136,8 +136,11 @@ func (c *cgroup2) procs() ([]int, error) {
 	return readPids(filepath.Join(c.dir, "cgroup.procs"))
 }
 
-// kill lists the cgroup's processes (the count for the report) and writes
-// cgroup.kill: atomic against concurrent forks and migrations (cgroup-v2.rst).
+// kill lists the cgroup's processes (the count for the report, and the PIDs
+// whose zombies are ours to reap) and writes cgroup.kill: atomic against
+// concurrent forks and migrations (cgroup-v2.rst). Listing after the blow
+// would not delay it, but dying tasks leave the list within milliseconds and
+// the count would be a fraction of the truth.
 func (c *cgroup2) kill() ([]int, error) {
 	pids, err := c.procs()
 	if err != nil {

@@ -1,3 +1,93 @@
-// Package killtree starts a command in a containment and kills its whole
-// process tree. (Full documentation below is being written.)
+// Package killtree starts a command inside a containment and kills its whole
+// process tree: every process the command started, however it tried to
+// leave (setsid, setpgid, double fork, daemon(3), `timeout`, `set -m`), and
+// fork bombs.
+//
+// # Promises
+//
+//   - Containment is chosen before the child runs its first instruction
+//     (Manager.Start): the child is born inside its cgroup (clone3 with
+//     CLONE_INTO_CGROUP, or a fork from a thread already moved into the v1
+//     cgroups) or job object (created suspended, assigned, resumed).
+//   - A containment is single use: created for one command, destroyed by
+//     Tree.Close, never reused (see "Kernel facts").
+//   - Tree.Kill returns only once the tree is confirmed empty: no live
+//     process of it is left, and every zombie it can attribute to the tree
+//     and that was reparented to this process is reaped. It never calls
+//     wait4(-1) and never reaps the leader: the caller reaps it with cmd.Wait
+//     after Kill, so the leader's process group ID stays reserved for the
+//     group kill until then.
+//   - Tree.KillPipeHolders is the last resort: whoever still holds a write
+//     end of the command's output pipes is killed and counted as an escapee.
+//   - A supervisor that dies, even by SIGKILL, leaves no process of a running
+//     command alive for long: on Linux a watchdog process kills every
+//     registered containment when its pipe from the supervisor closes (under
+//     a second in the tests), and the next New kills and removes the
+//     containments of dead instances; on Windows the job's kill-on-close
+//     does it.
+//   - A forced tier (Config.Tier, or CORRAL_CONTAINMENT) that does not work
+//     here is an error wrapping ErrUnavailable that names the reason; there
+//     is no silent fallback. Doctor reports every tier and why.
+//
+// # Tiers
+//
+// The strongest tier that works is chosen, and the baseline always runs on
+// top of it:
+//
+//   - cgroup2: a leaf <v2 root>/<CgroupParent>/<instance>/<n>, killed by
+//     writing cgroup.kill (Linux 5.14), which is atomic against forks and
+//     migrations; Kill waits for "populated 0" in cgroup.events through
+//     inotify. pids.max (Config.PidsMax, default 4096 tasks) is set through
+//     the v2 pids controller or, on hybrid hosts whose v2 hierarchy has no
+//     controllers, in a v1 pids leaf of the same name; memory.max
+//     (Config.MemoryMax) only through the v2 memory controller.
+//   - cgroup1: a v1 freezer leaf (plus a pids leaf). Kill freezes it, sends
+//     SIGKILL to every task, thaws it (v1-frozen tasks do not die until
+//     thawed) and repeats until it is empty.
+//   - pgroup: the baseline alone, on every Unix; no fork limit.
+//   - job: Windows; a job object with kill-on-close, an active-process
+//     limit (PidsMax), a memory limit (MemoryMax), and no breakaway. Kill
+//     terminates the job and polls until no process is active.
+//
+// The baseline (Linux): the command leads a new session; this process is a
+// child subreaper (PR_SET_CHILD_SUBREAPER, set once by New), so orphans of
+// the tree are reparented to it instead of init and stay visible. Kill stops
+// the leader's process group (pidfd_send_signal with
+// PIDFD_SIGNAL_PROCESS_GROUP on Linux ≥ 6.9, else kill(-pgid) while the
+// leader is unreaped; both are atomic against fork inside the group), then
+// sweeps: one /proc pass per round, SIGSTOP every new member and scan again
+// until none is new, SIGKILL them all, reap, and repeat until none is left.
+// A process belongs to the tree when it is the leader, shares its session or
+// group (or the session or group of a member seen earlier), was seen as a
+// member before (same PID and start time), descends from a member, or is an
+// orphan of this process that carries the tree's CORRAL_KILLTREE environment
+// entry (which Start adds to the command) or, as a zombie, was listed in the
+// tree's cgroup. On the cgroup tiers every process the baseline still finds
+// after the cgroup emptied left it (a root command can write its PID into
+// another cgroup.procs) and is counted in Report.Escapees; on pgroup the
+// escapees are the members outside the leader's process group.
+//
+// On macOS and the BSDs there is no subreaper: the baseline follows the
+// session, the group and the descendants of every process seen, and a
+// process that leaves the session and loses its parent before a sweep sees
+// it is out of reach. There is no pipe-holder scan there.
+//
+// # Kernel facts
+//
+// On Linux 6.18 a clone3(CLONE_INTO_CGROUP) into a cgroup that once received
+// cgroup.kill yields a child SIGKILLed at birth: the kill_seq snapshot is
+// taken from the parent's cgroup before the target is known. Doctor reports
+// whether this kernel has it; either way containments are never reused.
+//
+// # Names on disk
+//
+// Containments are <CgroupParent>/<pid>-<start time>/<n> in every hierarchy
+// used (cgroup2, and v1 freezer and pids), so the stale sweep can tell a live
+// owner from a dead one across PID reuse.
+//
+// # Concurrency
+//
+// Manager and Tree are safe for concurrent use. Each Tree runs one goroutine
+// (the leader's exit watcher, waiting in the runtime's poller) that ends in
+// Tree.Close.
 package killtree

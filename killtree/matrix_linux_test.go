@@ -297,6 +297,11 @@ func TestPgroupBombs(t *testing.T) {
 // its last stdout line.
 func runSupervisor(t *testing.T, safety *proctest.Safety, entry string, args ...string) string {
 	t.Helper()
+	return runSupervisorB(t, safety, entry, args...)
+}
+
+func runSupervisorB(t testing.TB, safety *proctest.Safety, entry string, args ...string) string {
+	t.Helper()
 	argv, henv := proctest.Argv("supervise", args...)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), henv, entry)

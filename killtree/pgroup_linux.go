@@ -128,9 +128,10 @@ func inCgroup(pid int, leaf string) bool {
 	return false
 }
 
-// scanTree runs one /proc pass and returns the tree's processes.
+// scanTree runs one pass over this process's descendants (every process of
+// every tree is one, thanks to the subreaper) and returns the tree's.
 func (t *Tree) scanTree() ([]proc, error) {
-	ps, err := scanProcs()
+	ps, err := scanDescendants()
 	if err != nil {
 		return nil, fmt.Errorf("killtree: scan /proc: %w", err)
 	}

@@ -1,0 +1,95 @@
+package killtree
+
+import (
+	"fmt"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/corral-sh/corral/internal/proctest"
+)
+
+// BenchmarkKillBomb measures Kill (from the call to its return, the tree
+// confirmed empty) on 1,000-process bombs, per tier that works here. Each
+// bomb runs under a supervise helper process inside a safety cgroup, which
+// reports Kill's duration; the metric is kill-ms per bomb.
+//
+//	go test -run '^$' -bench BenchmarkKillBomb -benchtime 3x ./killtree/
+func BenchmarkKillBomb(b *testing.B) {
+	safety := proctest.Safe(b, safetyPids)
+	var tiers []Tier
+	for _, s := range Doctor(Config{CgroupParent: safety.Name()}) {
+		if s.Works {
+			tiers = append(tiers, s.Tier)
+		}
+	}
+	for _, tier := range tiers {
+		for _, mode := range []string{"plain", "setsid"} {
+			b.Run(string(tier)+"/"+mode, func(b *testing.B) {
+				var total time.Duration
+				for range b.N {
+					entry, marker := proctest.Marker(b)
+					out := runSupervisorB(b, safety, entry, "kill", string(tier), safety.Name(),
+						proctest.Command("bomb", lifetime, mode, "1000"), "1000")
+					var n, esc int
+					var d time.Duration
+					if _, err := fmt.Sscanf(out, "report %d %d %d", &n, &esc, &d); err != nil {
+						b.Fatalf("helper said %q: %v", out, err)
+					}
+					if n < 900 {
+						b.Fatalf("killed %d processes, want about 1000", n)
+					}
+					total += d
+					proctest.NoSurvivors(b, marker, time.Second)
+				}
+				b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "kill-ms")
+				b.ReportMetric(0, "ns/op") // the wall time per op is dominated by building the bomb
+			})
+		}
+	}
+}
+
+// BenchmarkSpawnTrue measures Start + Wait + Kill + Close of `true` per tier,
+// against plain os/exec Run of the same command in the same run.
+//
+//	go test -run '^$' -bench BenchmarkSpawnTrue ./killtree/
+func BenchmarkSpawnTrue(b *testing.B) {
+	bin := trueBinary()
+	b.Run("os-exec", func(b *testing.B) {
+		for range b.N {
+			if err := exec.Command(bin).Run(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	for _, s := range Doctor(Config{}) {
+		if !s.Works {
+			continue
+		}
+		b.Run(string(s.Tier), func(b *testing.B) {
+			m, err := New(Config{Tier: s.Tier})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer m.Close()
+			b.ResetTimer()
+			for range b.N {
+				cmd := exec.Command(bin)
+				tr, err := m.Start(cmd)
+				if err != nil {
+					b.Fatal(err)
+				}
+				<-tr.Exited()
+				if _, err := tr.Kill(); err != nil {
+					b.Fatal(err)
+				}
+				if err := cmd.Wait(); err != nil {
+					b.Fatal(err)
+				}
+				if err := tr.Close(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
