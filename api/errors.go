@@ -71,9 +71,16 @@ func Code(err error) string {
 	return CodeInternal
 }
 
-// NewErrorBody wraps err as the error JSON with its code.
+// NewErrorBody wraps err as the error JSON with its code. A request the
+// supervisor refused carries its reason alone ("timeout must be between 1
+// and 300 seconds, got 301"), without the Go package prefixes.
 func NewErrorBody(err error) ErrorBody {
-	return ErrorBody{Error: ErrorDetail{Code: Code(err), Message: err.Error()}}
+	msg := err.Error()
+	var re *supervisor.RequestError
+	if errors.As(err, &re) {
+		msg = re.Reason
+	}
+	return ErrorBody{Error: ErrorDetail{Code: Code(err), Message: msg}}
 }
 
 // Status is the HTTP status of err: 400, 401, 403, 404, 413, 422 (binary

@@ -38,7 +38,8 @@ var (
 	ErrStillRunning = errors.New("supervisor: job still running")
 	// ErrJobStdin: stdin cannot be written (not interactive, closed, or the
 	// job ended). INVALID_ARGUMENT.
-	ErrJobStdin = fmt.Errorf("%w: job stdin", ErrInvalidRequest)
+	// It also matches ErrInvalidRequest.
+	ErrJobStdin = errors.New("supervisor: job stdin")
 )
 
 // JobRequest starts a background job: the same Request as a command, plus
@@ -153,11 +154,11 @@ func (s *Supervisor) StartJob(r JobRequest) (JobStarted, error) {
 	case lifetime == 0:
 		lifetime = DefaultJobLifetime
 	case lifetime < MinTimeout || lifetime > s.jobs.maxLifetime:
-		return JobStarted{}, fmt.Errorf("%w: lifetime must be between %g and %g seconds, got %g",
-			ErrInvalidRequest, MinTimeout.Seconds(), s.jobs.maxLifetime.Seconds(), lifetime.Seconds())
+		return JobStarted{}, invalid("lifetime must be between %g and %g seconds, got %g",
+			MinTimeout.Seconds(), s.jobs.maxLifetime.Seconds(), lifetime.Seconds())
 	}
 	if r.Interactive && r.Stdin != nil {
-		return JobStarted{}, fmt.Errorf("%w: an interactive job takes its stdin through JobInput, not Stdin", ErrInvalidRequest)
+		return JobStarted{}, invalid("an interactive job takes its stdin through job input, not stdin")
 	}
 	v.timeout, v.job, v.interactive = lifetime, true, r.Interactive
 

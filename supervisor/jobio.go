@@ -35,15 +35,15 @@ func (s *Supervisor) JobOutput(ctx context.Context, id, stream string, after int
 	case Stderr:
 		r = j.p.err
 	default:
-		return JobOutput{}, fmt.Errorf("%w: stream must be stdout or stderr, got %q", ErrInvalidRequest, stream)
+		return JobOutput{}, invalid("stream must be stdout or stderr, got %q", stream)
 	}
 	if wait < 0 || wait > MaxOutputWait {
-		return JobOutput{}, fmt.Errorf("%w: wait must be between 0 and %g seconds, got %g",
-			ErrInvalidRequest, MaxOutputWait.Seconds(), wait.Seconds())
+		return JobOutput{}, invalid("wait must be between 0 and %g seconds, got %g",
+			MaxOutputWait.Seconds(), wait.Seconds())
 	}
 	if total := r.tail.Counts().TotalBytes; after < 0 || after > total {
-		return JobOutput{}, fmt.Errorf("%w: after must be between 0 and %d (the bytes written so far), got %d",
-			ErrInvalidRequest, total, after)
+		return JobOutput{}, invalid("after must be between 0 and %d (the bytes written so far), got %d",
+			total, after)
 	}
 	limits := s.cfg.Budget
 	var timer <-chan time.Time
@@ -145,10 +145,10 @@ func (s *Supervisor) JobInput(id string, data []byte, closeStdin bool) error {
 		return err
 	}
 	if !j.p.v.interactive {
-		return fmt.Errorf("%w: job %s was not started interactive", ErrJobStdin, id)
+		return stdinError("job %s was not started interactive", id)
 	}
 	if _, ended := j.exited(); ended {
-		return fmt.Errorf("%w: job %s has exited", ErrJobStdin, id)
+		return stdinError("job %s has exited", id)
 	}
 	j.stdinMu.Lock()
 	defer j.stdinMu.Unlock()
@@ -156,15 +156,19 @@ func (s *Supervisor) JobInput(id string, data []byte, closeStdin bool) error {
 	if len(data) > 0 {
 		w.SetWriteDeadline(time.Now().Add(stdinWriteTimeout))
 		if _, err := w.Write(data); err != nil {
-			return fmt.Errorf("%w: job %s: %v", ErrJobStdin, id, describeStdinErr(err))
+			return stdinError("job %s: %s", id, describeStdinErr(err))
 		}
 	}
 	if closeStdin {
 		if err := w.Close(); err != nil {
-			return fmt.Errorf("%w: job %s: %v", ErrJobStdin, id, describeStdinErr(err))
+			return stdinError("job %s: %s", id, describeStdinErr(err))
 		}
 	}
 	return nil
+}
+
+func stdinError(format string, args ...any) error {
+	return &RequestError{Reason: fmt.Sprintf(format, args...), Kind: ErrJobStdin}
 }
 
 func describeStdinErr(err error) string {

@@ -22,9 +22,30 @@ const (
 	CeilingTimeout = 21600 * time.Second
 )
 
-// ErrInvalidRequest is wrapped by every validation error; it is
+// ErrInvalidRequest matches every validation error (a *RequestError); it is
 // INVALID_ARGUMENT on the wire. Nothing was started when Run returns it.
 var ErrInvalidRequest = errors.New("supervisor: invalid request")
+
+// RequestError is a request that failed validation. Reason is the message
+// without the package prefix, as wire errors carry it ("timeout must be
+// between 1 and 300 seconds, got 301"). It matches ErrInvalidRequest, and
+// Kind when set.
+type RequestError struct {
+	Reason string
+	Kind   error
+}
+
+func (e *RequestError) Error() string { return "supervisor: invalid request: " + e.Reason }
+
+// Is reports whether target is ErrInvalidRequest or e.Kind.
+func (e *RequestError) Is(target error) bool {
+	return target == ErrInvalidRequest || e.Kind != nil && target == e.Kind
+}
+
+// invalid returns a *RequestError with a formatted reason.
+func invalid(format string, args ...any) error {
+	return &RequestError{Reason: fmt.Sprintf(format, args...)}
+}
 
 // Request is one command to run. The zero value of every optional field
 // takes the documented default.
@@ -65,8 +86,8 @@ func ParseTimeout(seconds float64, max time.Duration) (time.Duration, error) {
 		max = MaxTimeout
 	}
 	if math.IsNaN(seconds) || math.IsInf(seconds, 0) || seconds < MinTimeout.Seconds() || seconds > max.Seconds() {
-		return 0, fmt.Errorf("%w: timeout must be between %g and %g seconds, got %v",
-			ErrInvalidRequest, MinTimeout.Seconds(), max.Seconds(), seconds)
+		return 0, invalid("timeout must be between %g and %g seconds, got %v",
+			MinTimeout.Seconds(), max.Seconds(), seconds)
 	}
 	return time.Duration(seconds * float64(time.Second)), nil
 }
@@ -89,7 +110,7 @@ type validated struct {
 func (s *Supervisor) validate(r Request) (validated, error) {
 	v := validated{Request: r}
 	bad := func(format string, args ...any) (validated, error) {
-		return validated{}, fmt.Errorf("%w: "+format, append([]any{ErrInvalidRequest}, args...)...)
+		return validated{}, invalid(format, args...)
 	}
 	if strings.TrimSpace(r.Command) == "" {
 		return bad("command is empty")

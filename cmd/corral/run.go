@@ -11,8 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/corral-sh/corral/api"
 	"github.com/corral-sh/corral/budget"
 	"github.com/corral-sh/corral/killtree"
@@ -106,7 +104,7 @@ func (m *Main) run(ctx context.Context, args []string) error {
 	if f.grace > 0 {
 		grace = time.Duration(f.grace * float64(time.Second))
 	} else if f.grace < 0 {
-		return m.invalid(f.json, fmt.Errorf("%w: grace must be 0 or more seconds, got %g", supervisor.ErrInvalidRequest, f.grace))
+		return m.invalid(f.json, &supervisor.RequestError{Reason: fmt.Sprintf("grace must be 0 or more seconds, got %g", f.grace)})
 	}
 	sup, err := supervisor.New(supervisor.Config{
 		DataDir:     f.dataDir,
@@ -144,7 +142,7 @@ func (m *Main) request(f runFlags, set map[string]bool, command string) (supervi
 		StderrPolicy: budget.Policy(f.stderrPolicy),
 	}
 	if command == "" {
-		return req, fmt.Errorf("%w: no command given (corral run -- COMMAND)", supervisor.ErrInvalidRequest)
+		return req, &supervisor.RequestError{Reason: "no command given (corral run -- COMMAND)"}
 	}
 	if set["timeout"] {
 		d, err := supervisor.ParseTimeout(f.timeout, 0)
@@ -198,10 +196,7 @@ func exitCode(res supervisor.Result) int {
 	case res.ExitCode != nil:
 		return *res.ExitCode
 	}
-	if n := unix.SignalNum(res.Signal); n != 0 {
-		return 128 + int(n)
-	}
-	return 128 + int(unix.SIGKILL)
+	return 128 + signalNumber(res.Signal)
 }
 
 // summary is the one line printed after the live output.
