@@ -121,40 +121,35 @@ func floodBytes() int64 {
 	return benchkit.ThroughputBytes
 }
 
+// ops returns the contenders' calls of command for a paired benchmark:
+// corral (one Supervisor), os/exec into io.Discard, os/exec into a
+// bytes.Buffer (bufCommand, which may drain less) and corral serve over
+// HTTP. bytes and bufBytes are what the commands drain.
+func ops(b *testing.B, command string, bytes int64, bufCommand string, bufBytes int64) []benchkit.Op {
+	sup := newLib(b, supervisor.Config{})
+	srv := startServer(b)
+	timeout := supervisor.MaxTimeout.Seconds()
+	return []benchkit.Op{
+		{Name: "corral", Bytes: bytes, Run: func() error { return libRun(b, sup, command) }},
+		{Name: "exec-discard", Bytes: bytes, Run: func() error { return runner("exec-discard")(command) }},
+		{Name: "exec-buffer", Bytes: bufBytes, Run: func() error { return runner("exec-buffer")(bufCommand) }},
+		{Name: "server", Bytes: bytes, Run: func() error {
+			r := srv.exec(b, api.ExecRequest{Command: command, Timeout: &timeout})
+			if exitCode(r) != 0 || r.StdoutInfo.TotalBytes != bytes {
+				return fmt.Errorf("server: exit %d, drained %d bytes, want %d", exitCode(r), r.StdoutInfo.TotalBytes, bytes)
+			}
+			return nil
+		}},
+	}
+}
+
 // BenchmarkThroughput drains `head -c 2G /dev/zero` through each contender
-// (MB/s).
+// in turn, every iteration (256 MiB with -short; exec-buffer at most
+// benchkit.BufferedMax), and reports each one's MB/s.
 func BenchmarkThroughput(b *testing.B) {
 	n := floodBytes()
-	command := benchkit.FloodCommand(n)
-	for _, c := range contenders {
-		b.Run(c, func(b *testing.B) {
-			n := benchkit.FloodSize(n, c == "exec-buffer")
-			command := benchkit.FloodCommand(n)
-			benchkit.ReportFlood(b, n)
-			run := runner(c)
-			if c == "corral" {
-				sup := newLib(b, supervisor.Config{})
-				run = func(command string) error { return libRun(b, sup, command) }
-			}
-			b.SetBytes(n)
-			for b.Loop() {
-				if err := run(command); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
-	b.Run("server", func(b *testing.B) {
-		srv := startServer(b)
-		timeout := supervisor.MaxTimeout.Seconds()
-		benchkit.ReportFlood(b, n)
-		b.SetBytes(n)
-		for b.Loop() {
-			if r := srv.exec(b, api.ExecRequest{Command: command, Timeout: &timeout}); r.StdoutInfo.TotalBytes != n {
-				b.Fatalf("server drained %d bytes, want %d", r.StdoutInfo.TotalBytes, n)
-			}
-		}
-	})
+	nb := benchkit.FloodSize(n, true)
+	benchkit.Paired(b, ops(b, benchkit.FloodCommand(n), n, benchkit.FloodCommand(nb), nb))
 }
 
 // libRun runs command through sup and fails unless it exited 0.
@@ -166,31 +161,11 @@ func libRun(b *testing.B, sup *supervisor.Supervisor, command string) error {
 	return err
 }
 
-// BenchmarkTrue is the overhead on `true`: one whole call per iteration
-// (library Run, os/exec Run, HTTP round trip to corral serve).
+// BenchmarkTrue is the overhead on `true`: one whole call of each contender
+// in turn per iteration (library Run, os/exec Run, HTTP round trip to corral
+// serve), reported as each one's mean µs.
 func BenchmarkTrue(b *testing.B) {
-	for _, c := range contenders {
-		b.Run(c, func(b *testing.B) {
-			run := runner(c)
-			if c == "corral" {
-				sup := newLib(b, supervisor.Config{})
-				run = func(command string) error { return libRun(b, sup, command) }
-			}
-			for b.Loop() {
-				if err := run("true"); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
-	b.Run("server", func(b *testing.B) {
-		srv := startServer(b)
-		for b.Loop() {
-			if r := srv.exec(b, api.ExecRequest{Command: "true"}); exitCode(r) != 0 {
-				b.Fatalf("true through the server: %+v", r)
-			}
-		}
-	})
+	benchkit.Paired(b, ops(b, "true", 0, "true", 0))
 }
 
 // BenchmarkPeakRSS runs each contender in a child process draining a 4 GiB

@@ -4,7 +4,9 @@ package peers
 
 import (
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -69,29 +71,31 @@ func floodBytes() int64 {
 	return benchkit.ThroughputBytes
 }
 
-// BenchmarkThroughput drains the flood through go-cmd's buffered mode (MB/s),
-// at most benchkit.BufferedMax bytes since go-cmd keeps all of it in memory.
+// execDiscard is the baseline measured beside go-cmd: os/exec draining into
+// io.Discard, as in package integration.
+func execDiscard(command string) error {
+	cmd := exec.Command(benchkit.Shell(), "-c", command)
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	return cmd.Run()
+}
+
+// BenchmarkThroughput drains the flood through go-cmd's buffered mode (at
+// most benchkit.BufferedMax bytes, since go-cmd keeps all of it in memory)
+// and through the os/exec baseline, in turn every iteration (MB/s).
 func BenchmarkThroughput(b *testing.B) {
-	n := benchkit.FloodSize(floodBytes(), true)
-	b.Run("go-cmd", func(b *testing.B) {
-		benchkit.ReportFlood(b, n)
-		b.SetBytes(n)
-		for b.Loop() {
-			if err := run(benchkit.FloodCommand(n)); err != nil {
-				b.Fatal(err)
-			}
-		}
+	n := floodBytes()
+	nb := benchkit.FloodSize(n, true)
+	benchkit.Paired(b, []benchkit.Op{
+		{Name: "go-cmd", Bytes: nb, Run: func() error { return run(benchkit.FloodCommand(nb)) }},
+		{Name: "exec-discard", Bytes: n, Run: func() error { return execDiscard(benchkit.FloodCommand(n)) }},
 	})
 }
 
-// BenchmarkTrue is go-cmd's overhead on `true`.
+// BenchmarkTrue is go-cmd's overhead on `true` beside the os/exec baseline.
 func BenchmarkTrue(b *testing.B) {
-	b.Run("go-cmd", func(b *testing.B) {
-		for b.Loop() {
-			if err := run("true"); err != nil {
-				b.Fatal(err)
-			}
-		}
+	benchkit.Paired(b, []benchkit.Op{
+		{Name: "go-cmd", Run: func() error { return run("true") }},
+		{Name: "exec-discard", Run: func() error { return execDiscard("true") }},
 	})
 }
 
