@@ -12,7 +12,11 @@ import (
 // BenchmarkKillBomb measures Kill (from the call to its return, the tree
 // confirmed empty) on 1,000-process bombs, per tier that works here. Each
 // bomb runs under a supervise helper process inside a safety cgroup, which
-// reports Kill's duration; the metric is kill-ms per bomb.
+// reports Kill's duration; the metric is kill-ms per bomb. plain and setsid
+// are proctest bombs (this test binary re-executed: Go processes of three to
+// five threads each); sleeptree is a binary tree of 1,023 single-threaded
+// `sleep` processes forked by bash, closer to the C bomb of the research
+// notes.
 //
 //	go test -run '^$' -bench BenchmarkKillBomb -benchtime 3x ./killtree/
 func BenchmarkKillBomb(b *testing.B) {
@@ -24,13 +28,16 @@ func BenchmarkKillBomb(b *testing.B) {
 		}
 	}
 	for _, tier := range tiers {
-		for _, mode := range []string{"plain", "setsid"} {
+		for _, mode := range []string{"plain", "setsid", "sleeptree"} {
 			b.Run(string(tier)+"/"+mode, func(b *testing.B) {
 				var total time.Duration
 				for range b.N {
 					entry, marker := proctest.Marker(b)
-					out := runSupervisorB(b, safety, entry, "kill", string(tier), safety.Name(),
-						proctest.Command("bomb", lifetime, mode, "1000"), "1000")
+					script := proctest.Command("bomb", lifetime, mode, "1000")
+					if mode == "sleeptree" {
+						script = "echo ready; b() { if [ $1 -gt 0 ]; then b $(($1-1)) & b $(($1-1)) & fi; exec sleep " + lifetime + "; }; b 9"
+					}
+					out := runSupervisorB(b, safety, entry, "kill", string(tier), safety.Name(), script, "1000")
 					var n, esc int
 					var d time.Duration
 					if _, err := fmt.Sscanf(out, "report %d %d %d", &n, &esc, &d); err != nil {

@@ -28,6 +28,9 @@ func detect(cfg Config) []TierStatus {
 	e := v.(*detectEntry)
 	e.once.Do(func() {
 		e.st = []TierStatus{probeCgroup2(cfg), probeCgroup1(cfg), probePgroup(), {Tier: TierJob, Reason: "Windows only"}}
+		for _, d := range findMounts().instanceDirs(cfg.CgroupParent, instance()) {
+			_ = unix.Rmdir(d) // EBUSY/ENOTEMPTY: a Manager uses it; mkLeaf recreates it when missing
+		}
 	})
 	return append([]TierStatus(nil), e.st...)
 }

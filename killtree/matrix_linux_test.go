@@ -119,7 +119,7 @@ func TestMatrix(t *testing.T) {
 				mig = filepath.Join(mnt.v1["freezer"], safety.Name())
 			}
 			all := scenarios()
-			if tier != TierPgroup {
+			if tier != TierPgroup && !testing.Short() {
 				all = append(all, bombScenarios()...) // pgroup bombs: TestPgroupBombs
 			}
 			for _, sc := range all {
@@ -273,6 +273,9 @@ func waitMembers(t *testing.T, tr *Tree, n int) {
 // supervisor helper process inside the safety cgroup (the pgroup tier has no
 // fork limit of its own).
 func TestPgroupBombs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: no 1,000-process bombs")
+	}
 	safety := proctest.Safe(t, safetyPids)
 	for _, mode := range []string{"plain", "setsid", "dfork"} {
 		t.Run(mode, func(t *testing.T) {
