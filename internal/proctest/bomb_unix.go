@@ -14,8 +14,9 @@ import (
 // bombWidth is the most children a bounded bomb process starts.
 const bombWidth = 4
 
-// helperBomb is bomb.c (research notes, section 9) by re-execution: Go cannot fork without
-// exec, so every process of the bomb is this binary running helper bomb-node.
+// helperBomb runs bomb.c (research notes, section 9), compiled with the system C compiler, in
+// place of this process. Without a C compiler it falls back to re-execution: Go cannot fork
+// without exec, so every process of the bomb is then this binary running helper bomb-node.
 func helperBomb(args []string) int {
 	if len(args) < 2 || len(args) > 3 || !validBombMode(args[1]) {
 		return usage("bomb <sec> plain|setsid|dfork [maxProcs]")
@@ -35,6 +36,7 @@ func helperBomb(args []string) int {
 		}
 		budget = args[2]
 	}
+	execCBomb(args[1], budget) // returns only without a C compiler
 	return bombNode(args[1], budget, true)
 }
 

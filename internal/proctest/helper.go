@@ -67,7 +67,10 @@ func init() {
 //	bomb <sec> plain|setsid|dfork [maxProcs]
 //	                                 fork bomb by re-execution; see below
 //
-// The bomb's root prints "ready <n>\n" on stdout once it has started its first n children.
+// The bomb's root prints "ready <n>\n" on stdout once it has started its first n children
+// (with maxProcs, all of its share; without, the C bomb announces its first child and the Go
+// fallback its first four). The bomb is bomb.c compiled with the system C compiler where one
+// exists (a process then costs a fork, not a Go runtime), else re-execution of this binary.
 // Without maxProcs every process keeps starting children until the deadline (bounded only by
 // pids.max or RLIMIT_NPROC; spawn failures back off up to 100 ms). With maxProcs the tree has
 // exactly maxProcs processes if every spawn succeeds: each process keeps one for itself and
