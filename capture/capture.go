@@ -3,6 +3,8 @@ package capture
 import (
 	"bytes"
 	"sync"
+
+	"github.com/corral-sh/corral/internal/lines"
 )
 
 const (
@@ -71,7 +73,7 @@ func (h *Head) Write(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	nl := int64(bytes.Count(p, nlByte))
+	nl := lines.Count(p)
 
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -92,8 +94,6 @@ func (h *Head) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-var nlByte = []byte{'\n'}
-
 // retainLocked appends the part of p that the limits still allow; nl is the
 // number of newlines in p.
 func (h *Head) retainLocked(p []byte, nl int64) {
@@ -103,11 +103,11 @@ func (h *Head) retainLocked(p []byte, nl int64) {
 		nl = -1 // unknown for the shortened slice
 	}
 	if nl < 0 {
-		nl = int64(bytes.Count(take, nlByte))
+		nl = lines.Count(take)
 	}
 	if left := h.maxLines - h.keptNL; nl >= left {
 		// The left-th newline in take ends the last line we may keep.
-		take = take[:afterNewline(take, left)]
+		take = take[:lines.AfterNewline(take, left)]
 		nl = left
 		h.full = true
 	}
@@ -131,30 +131,6 @@ func (h *Head) grow(n int) {
 	nb := make([]byte, len(h.buf), c)
 	copy(nb, h.buf)
 	h.buf = nb
-}
-
-// afterNewline returns the index just past the k-th newline in p (k >= 1),
-// or len(p) if p holds fewer. It counts in blocks with bytes.Count so that
-// skipping many short lines stays vectorised.
-func afterNewline(p []byte, k int64) int {
-	const block = 4096
-	off := 0
-	for len(p)-off > block {
-		c := int64(bytes.Count(p[off:off+block], nlByte))
-		if c >= k {
-			break
-		}
-		k -= c
-		off += block
-	}
-	for ; k > 0; k-- {
-		i := bytes.IndexByte(p[off:], '\n')
-		if i < 0 {
-			return len(p)
-		}
-		off += i + 1
-	}
-	return off
 }
 
 // Bytes returns a copy of the retained head; nil if nothing was written.

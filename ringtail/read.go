@@ -1,6 +1,6 @@
 package ringtail
 
-import "bytes"
+import "github.com/corral-sh/corral/internal/lines"
 
 // Reading: the line bound is applied here, on the ring's current content,
 // so that Write stays a copy plus a vectorised newline count.
@@ -26,12 +26,12 @@ func (t *Tail) Bytes() []byte {
 func (t *Tail) Counts() Counts {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	skip, lines := t.boundLocked()
+	skip, kept := t.boundLocked()
 	c := Counts{
 		TotalBytes:    t.totalBytes,
 		TotalLines:    t.totalNL,
 		CapturedBytes: int64(t.heldLocked() - skip),
-		CapturedLines: lines,
+		CapturedLines: kept,
 		LastLineBytes: t.lastDone,
 	}
 	if t.open > 0 {
@@ -73,7 +73,7 @@ func (t *Tail) heldLocked() int {
 
 // boundLocked returns how many leading ring bytes the line bound drops and
 // how many lines are left after it, memoised until the next Write.
-func (t *Tail) boundLocked() (skip int, lines int64) {
+func (t *Tail) boundLocked() (skip int, kept int64) {
 	held := t.heldLocked()
 	totalLines := t.totalNL
 	if t.open > 0 {
@@ -94,31 +94,31 @@ func (t *Tail) boundLocked() (skip int, lines int64) {
 	var nl int64
 	for off := 0; off < held; {
 		b := t.chunkLocked(off)
-		nl += int64(bytes.Count(b, nlByte))
+		nl += lines.Count(b)
 		off += len(b)
 	}
-	lines = nl
+	kept = nl
 	if t.open > 0 {
-		lines++
+		kept++
 	}
 
 	// Drop whole lines from the front until MaxLines are left: skip ends
 	// just past the k-th newline.
-	if k := lines - t.maxLines; k > 0 {
+	if k := kept - t.maxLines; k > 0 {
 		for off := 0; off < held; {
 			b := t.chunkLocked(off)
-			if c := int64(bytes.Count(b, nlByte)); c < k {
+			if c := lines.Count(b); c < k {
 				k -= c
 				off += len(b)
 				continue
 			}
-			skip = off + afterNewline(b, k)
+			skip = off + lines.AfterNewline(b, k)
 			break
 		}
-		lines = t.maxLines
+		kept = t.maxLines
 	}
-	t.memoAt, t.memoSkip, t.memoLines = t.totalBytes, skip, lines
-	return skip, lines
+	t.memoAt, t.memoSkip, t.memoLines = t.totalBytes, skip, kept
+	return skip, kept
 }
 
 // chunkLocked copies the ring's bytes from offset off (relative to its

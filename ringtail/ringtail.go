@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"sync"
 
+	"github.com/corral-sh/corral/internal/lines"
+
 	"github.com/smallnest/ringbuffer"
 )
 
@@ -83,7 +85,7 @@ func (t *Tail) Write(p []byte) (int, error) {
 	// Line bookkeeping on p alone, before taking the lock: how many
 	// newlines, where the last one is, and how long the line it ends is
 	// when that line starts inside p (-1: it started before p).
-	nl := int64(bytes.Count(p, nlByte))
+	nl := lines.Count(p)
 	last, done := -1, int64(-1)
 	if nl > 0 {
 		last = lastNewline(p)
@@ -119,8 +121,6 @@ func (t *Tail) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-var nlByte = []byte{'\n'}
-
 // lastNewline returns the index of the last '\n' in p, or -1. The standard
 // library's LastIndexByte is a byte-at-a-time loop, so this looks for the
 // block holding the newline with the vectorised IndexByte first and scans
@@ -134,27 +134,4 @@ func lastNewline(p []byte) int {
 		}
 	}
 	return -1
-}
-
-// afterNewline returns the index just past the k-th newline in p (k >= 1),
-// or len(p) if p holds fewer, counting in blocks with bytes.Count.
-func afterNewline(p []byte, k int64) int {
-	const block = 4096
-	off := 0
-	for len(p)-off > block {
-		c := int64(bytes.Count(p[off:off+block], nlByte))
-		if c >= k {
-			break
-		}
-		k -= c
-		off += block
-	}
-	for ; k > 0; k-- {
-		i := bytes.IndexByte(p[off:], '\n')
-		if i < 0 {
-			return len(p)
-		}
-		off += i + 1
-	}
-	return off
 }
