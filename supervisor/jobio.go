@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/corral-sh/corral/budget"
+	"github.com/corral-sh/corral/internal/lines"
 )
 
 // stdinWriteTimeout bounds one JobInput write into a full pipe that the
@@ -93,18 +94,7 @@ func window(data []byte, l budget.Limits, final bool) (string, int) {
 	}
 	n := min(len(data), maxBytes)
 	cut := data[:n]
-	// The line bound: stop after the maxLines-th newline.
-	for i, seen := 0, 0; i < len(cut); {
-		k := bytes.IndexByte(cut[i:], '\n')
-		if k < 0 {
-			break
-		}
-		i += k + 1
-		if seen++; seen == maxLines {
-			cut = cut[:i]
-			break
-		}
-	}
+	cut = cut[:lines.AfterNewline(cut, int64(maxLines))] // the line bound
 	if len(cut) < len(data) {
 		// Cut short: prefer the end of the last complete line.
 		if k := bytes.LastIndexByte(cut, '\n'); k >= 0 {
