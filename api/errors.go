@@ -59,7 +59,8 @@ func Code(err error) string {
 		return CodeInvalidArgument
 	case errors.Is(err, spill.ErrNotFound), errors.Is(err, supervisor.ErrNotFound):
 		return CodeNotFound
-	case errors.Is(err, supervisor.ErrTooManyJobs):
+	case errors.Is(err, supervisor.ErrTooManyJobs), errors.Is(err, supervisor.ErrStillRunning):
+		// A wait that ran out of time: the job is busy; wait again later.
 		return CodeResourceExhausted
 	case errors.Is(err, budget.ErrBinary):
 		return CodeBinaryContent
@@ -83,14 +84,16 @@ func NewErrorBody(err error) ErrorBody {
 	return ErrorBody{Error: ErrorDetail{Code: Code(err), Message: msg}}
 }
 
-// Status is the HTTP status of err: 400, 401, 403, 404, 413, 422 (binary
-// content), 429 or 500.
+// Status is the HTTP status of err: 400, 401, 403, 404, 408 (a job still
+// running at a wait's deadline), 413, 422 (binary content), 429 or 500.
 func Status(err error) int {
 	switch {
 	case errors.Is(err, ErrTooLarge):
 		return http.StatusRequestEntityTooLarge
 	case errors.Is(err, ErrForbidden):
 		return http.StatusForbidden
+	case errors.Is(err, supervisor.ErrStillRunning):
+		return http.StatusRequestTimeout
 	}
 	switch Code(err) {
 	case CodeInvalidArgument:

@@ -25,6 +25,10 @@ type BashInput struct {
 	Command string   `json:"command" jsonschema:"the shell command line, run with bash -c"`
 	Timeout *float64 `json:"timeout,omitempty" jsonschema:"timeout in seconds: 60 by default, 1 to 300 allowed"`
 	Cwd     string   `json:"cwd,omitempty" jsonschema:"working directory (default: the server's)"`
+	// Background, Lifetime and Interactive start a background job instead.
+	Background  bool     `json:"background,omitempty" jsonschema:"start a background job and return its ID at once instead of waiting for the end"`
+	Lifetime    *float64 `json:"lifetime,omitempty" jsonschema:"background only: seconds before the job is killed, 1800 (30 min) by default, 1 to 86400 (24 h) allowed"`
+	Interactive bool     `json:"interactive,omitempty" jsonschema:"background only: keep stdin open for job_input"`
 }
 
 // bashDescription states the limits verbatim, so that a model can see what
@@ -36,7 +40,9 @@ timeout is in seconds: %g by default, %g–%g allowed. At the timeout the comman
 
 Each stream that reaches you is bounded to %d KiB and %s lines: stdout keeps its head (the first lines), stderr keeps its tail (the last lines), and a [truncated: ...] marker says what was kept out of how much. When a stream was cut, a fuller copy (up to %d KiB) is saved to a spill file whose path is in the marker and in stdoutInfo.spillPath / stderrInfo.spillPath. Read it with read_output (offset/limit, windows of %s lines / %d KiB, lines clipped at %s characters) or search it with grep_output rather than re-running the command. Narrowing the command itself (grep, head, tail, --quiet) is cheaper still.
 
-The text result is stdout, then stderr after a [stderr] line, then one status line: the exit code, or how the command was stopped (timed out, aborted, killed by a signal) and how many processes were killed.`,
+The text result is stdout, then stderr after a [stderr] line, then one status line: the exit code, or how the command was stopped (timed out, aborted, killed by a signal) and how many processes were killed.
+
+`+backgroundDescription,
 		supervisor.DefaultTimeout.Seconds(), supervisor.MinTimeout.Seconds(), maxTimeout.Seconds(),
 		budget.DefaultMaxBytes>>10, thousands(budget.DefaultMaxLines), spill.DefaultMaxBytes>>10,
 		thousands(budget.SearchMaxLines), budget.SearchMaxBytes>>10, thousands(budget.MaxLineChars))
@@ -65,6 +71,7 @@ func (s *Server) newMCPServer() *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "corral", Version: s.version},
 		&mcp.ServerOptions{Capabilities: &mcp.ServerCapabilities{}})
 	mcp.AddTool(srv, &mcp.Tool{Name: ToolBash, Description: bashDescription(s.sup.MaxTimeout())}, s.bashTool)
+	s.addJobTools(srv)
 	mcp.AddTool(srv, &mcp.Tool{Name: ToolReadOutput, Description: readDescription,
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, s.readTool)
 	mcp.AddTool(srv, &mcp.Tool{Name: ToolGrepOutput, Description: grepDescription,
@@ -78,12 +85,17 @@ func toolError(err error) error { return fmt.Errorf("%s: %w", Code(err), err) }
 
 // bashTool runs one command. Cancelling the request (ctx) aborts it and
 // kills its tree; live output goes out as progress notifications when the
-// client asked for them with a progress token.
-func (s *Server) bashTool(ctx context.Context, req *mcp.CallToolRequest, in BashInput) (*mcp.CallToolResult, supervisor.Result, error) {
+// client asked for them with a progress token. With background it starts a
+// job instead. The structured content is the Result, or the JobStarted of
+// a background job (hence no fixed output schema).
+func (s *Server) bashTool(ctx context.Context, req *mcp.CallToolRequest, in BashInput) (*mcp.CallToolResult, any, error) {
+	if in.Background || in.Lifetime != nil || in.Interactive {
+		return s.bashBackground(in)
+	}
 	r, err := ExecRequest{Command: in.Command, Timeout: in.Timeout, Cwd: in.Cwd}.request(s.sup.MaxTimeout())
 	if err != nil {
 		s.metrics.outcome(OutcomeInvalid)
-		return nil, supervisor.Result{}, toolError(err)
+		return nil, nil, toolError(err)
 	}
 	if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
 		p := &progress{ctx: ctx, session: req.Session, token: tok}
@@ -91,7 +103,7 @@ func (s *Server) bashTool(ctx context.Context, req *mcp.CallToolRequest, in Bash
 	}
 	res, err := s.run(ctx, r)
 	if err != nil {
-		return nil, supervisor.Result{}, toolError(err)
+		return nil, nil, toolError(err)
 	}
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: modelText(res)}}}, res, nil
 }

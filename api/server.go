@@ -45,8 +45,8 @@ type Config struct {
 }
 
 // Server is corral's HTTP and MCP front end over one Supervisor. It is safe
-// for concurrent use. Shutdown aborts what is running; the caller closes the
-// Supervisor afterwards.
+// for concurrent use. Shutdown aborts what is running and kills the
+// background jobs; the caller closes the Supervisor afterwards.
 type Server struct {
 	sup     *supervisor.Supervisor
 	token   []byte
@@ -64,6 +64,7 @@ type Server struct {
 	mu     sync.Mutex
 	closed bool           // guarded by mu
 	runs   sync.WaitGroup // commands in flight; Add only under mu while !closed
+	starts sync.WaitGroup // job starts in flight; Add only under mu while !closed
 }
 
 // New returns a Server over cfg.Supervisor.
@@ -102,7 +103,7 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Handler is the HTTP API: /v1/exec, /v1/read, /v1/grep,
+// Handler is the HTTP API: /v1/exec, /v1/jobs..., /v1/read, /v1/grep,
 // /v1/sessions/{id}, /healthz, /metrics and the MCP endpoint /mcp.
 func (s *Server) Handler() http.Handler { return s.handler }
 
@@ -110,11 +111,15 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // transport (corral mcp) and the /mcp endpoint.
 func (s *Server) MCPServer() *mcp.Server { return s.mcp }
 
-// Shutdown refuses new commands, aborts the running ones (their trees are
-// killed) and waits until they returned or ctx is done. It does not close
-// the Supervisor. Calling it more than once is harmless.
+// Shutdown refuses new commands and jobs, aborts the running commands and
+// kills every running background job of the Supervisor (their trees are
+// killed), and waits until all of them ended or ctx is done. It does not
+// close the Supervisor. Calling it more than once is harmless.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.abort()
+	if err := s.killJobs(ctx); err != nil {
+		return err
+	}
 	done := make(chan struct{})
 	go func() {
 		s.runs.Wait()
@@ -133,6 +138,12 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.Handle("GET /metrics", s.auth(promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})))
 	mux.Handle("POST /v1/exec", s.auth(http.HandlerFunc(s.exec)))
+	mux.Handle("POST /v1/jobs", s.auth(http.HandlerFunc(s.createJob)))
+	mux.Handle("GET /v1/jobs", s.auth(http.HandlerFunc(s.listJobs)))
+	mux.Handle("GET /v1/jobs/{id}/output", s.auth(http.HandlerFunc(s.jobOutput)))
+	mux.Handle("POST /v1/jobs/{id}/stdin", s.auth(http.HandlerFunc(s.jobStdin)))
+	mux.Handle("POST /v1/jobs/{id}/wait", s.auth(http.HandlerFunc(s.waitJob)))
+	mux.Handle("DELETE /v1/jobs/{id}", s.auth(http.HandlerFunc(s.deleteJob)))
 	mux.Handle("POST /v1/read", s.auth(http.HandlerFunc(s.read)))
 	mux.Handle("POST /v1/grep", s.auth(http.HandlerFunc(s.grep)))
 	mux.Handle("DELETE /v1/sessions/{id}", s.auth(http.HandlerFunc(s.deleteSession)))

@@ -12,12 +12,13 @@ import (
 
 const mcpUsage = `Usage: corral mcp [flags]
 
-Speaks MCP over stdin and stdout (newline-delimited JSON-RPC) with three
-tools: bash (run a command, live output as progress notifications,
-cancellation kills its tree), read_output and grep_output (read back the
-spill file of a cut result). Logs go to stderr, warnings only by default.
-The server ends when stdin closes or on SIGTERM / SIGINT, killing what is
-still running.
+Speaks MCP over stdin and stdout (newline-delimited JSON-RPC) with the
+tools bash (run a command, live output as progress notifications,
+cancellation kills its tree; background: true starts a job), job_output,
+job_input, job_kill and job_list (background jobs), read_output and
+grep_output (read back the spill file of a cut result). Logs go to stderr,
+warnings only by default. The server ends when stdin closes or on SIGTERM /
+SIGINT, killing what is still running, background jobs included.
 
 Flags:
 `
@@ -42,7 +43,7 @@ func (m *Main) mcp(ctx context.Context, args []string) error {
 		fmt.Fprintln(m.Stderr, "corral mcp:", err)
 		return errUsage
 	}
-	srv, sup, grace, err := m.newServer(f, log)
+	srv, sup, grace, err := m.newServer(f, mcpTimeoutHint, log)
 	if err != nil {
 		return err
 	}

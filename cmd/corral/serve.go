@@ -22,7 +22,9 @@ import (
 const serveUsage = `Usage: corral serve [flags]
 
 Serves corral's HTTP API: POST /v1/exec (NDJSON live events with
-"Accept: application/x-ndjson"), POST /v1/read, POST /v1/grep,
+"Accept: application/x-ndjson"), background jobs (POST and GET /v1/jobs,
+GET /v1/jobs/{id}/output, POST /v1/jobs/{id}/stdin and /wait,
+DELETE /v1/jobs/{id}), POST /v1/read, POST /v1/grep,
 DELETE /v1/sessions/{id}, GET /healthz, GET /metrics, and MCP over
 streamable HTTP at /mcp.
 
@@ -30,13 +32,20 @@ With a token (--token or, better, CORRAL_TOKEN: a flag is visible in the
 process list) every request but /healthz needs "Authorization: Bearer TOKEN".
 The token never reaches a command's environment. A non-loopback address
 without a token is refused. SIGTERM or SIGINT stops accepting, aborts the
-running commands (their trees are killed) and exits 0.
+running commands and kills every background job (their trees are killed)
+and exits 0.
 
 Flags:
 `
 
 // tokenEnv holds the server's bearer token; it is scrubbed from children.
 const tokenEnv = "CORRAL_TOKEN"
+
+// Timeout hints: how a timed-out command's note points at background jobs.
+const (
+	serveTimeoutHint = "or start it as a background job (POST /v1/jobs; MCP: bash with background: true)"
+	mcpTimeoutHint   = "or start it as a background job (bash with background: true, then read it with job_output)"
+)
 
 // serverFlags are the flags shared by corral serve and corral mcp.
 type serverFlags struct {
@@ -89,8 +98,9 @@ func (m *Main) logger(f serverFlags) (zerolog.Logger, error) {
 
 // newServer builds the supervisor and the API server of the flags, and
 // sweeps stale spill sessions (killtree sweeps stale containments itself).
-// The caller closes the supervisor.
-func (m *Main) newServer(f serverFlags, log zerolog.Logger) (*api.Server, *supervisor.Supervisor, time.Duration, error) {
+// hint ends the note of a timed-out command. The caller closes the
+// supervisor, which kills the background jobs.
+func (m *Main) newServer(f serverFlags, hint string, log zerolog.Logger) (*api.Server, *supervisor.Supervisor, time.Duration, error) {
 	grace := supervisor.NoGrace
 	switch {
 	case f.grace > 0:
@@ -107,6 +117,7 @@ func (m *Main) newServer(f serverFlags, log zerolog.Logger) (*api.Server, *super
 		Scrub:       []string{tokenEnv},
 		Containment: killtree.Config{Tier: killtree.Tier(f.containment)},
 		Logger:      &supLog,
+		TimeoutHint: hint,
 	})
 	if err != nil {
 		return nil, nil, 0, err
@@ -153,7 +164,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	if err := checkExposure(f.listen, f.token); err != nil {
 		return err
 	}
-	srv, sup, grace, err := m.newServer(f, log)
+	srv, sup, grace, err := m.newServer(f, serveTimeoutHint, log)
 	if err != nil {
 		return err
 	}

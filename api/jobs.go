@@ -1,0 +1,266 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/corral-sh/corral/supervisor"
+)
+
+// DefaultWaitTimeout is how long POST /v1/jobs/{id}/wait waits without a
+// timeout parameter.
+const DefaultWaitTimeout = 30 * time.Second
+
+// JobRequest is the body of POST /v1/jobs: the body of /v1/exec plus the
+// job's lifetime and whether its stdin stays open. Unknown fields are
+// refused.
+type JobRequest struct {
+	ExecRequest
+	// Lifetime in seconds, 1 s to the supervisor's maximum (24 h by
+	// default); absent means the timeout when one is given, else 30 min.
+	Lifetime *float64 `json:"lifetime,omitempty"`
+	// Interactive keeps stdin open for POST /v1/jobs/{id}/stdin; it cannot
+	// be combined with stdin.
+	Interactive bool `json:"interactive,omitempty"`
+}
+
+// JobList is the body of GET /v1/jobs.
+type JobList struct {
+	Jobs []supervisor.JobInfo `json:"jobs"`
+}
+
+// request turns the wire form into a supervisor job request.
+func (j JobRequest) request(maxTimeout time.Duration) (supervisor.JobRequest, error) {
+	req, err := j.ExecRequest.request(maxTimeout)
+	if err != nil {
+		return supervisor.JobRequest{}, err
+	}
+	jr := supervisor.JobRequest{Request: req, Interactive: j.Interactive}
+	if j.Lifetime != nil {
+		jr.Lifetime, err = lifetime(*j.Lifetime)
+		if err != nil {
+			return supervisor.JobRequest{}, err
+		}
+	}
+	return jr, nil
+}
+
+// lifetime converts wire seconds to a Duration for the library to check
+// against its bounds. An explicit value that rounds to zero (which the
+// library would take as "default") is refused here; values too large for a
+// Duration are clamped, so the library refuses them as above its maximum.
+func lifetime(sec float64) (time.Duration, error) {
+	ns := sec * float64(time.Second)
+	switch {
+	case math.IsNaN(sec) || math.IsInf(sec, 0):
+		return 0, fmt.Errorf("%w: lifetime must be a finite number of seconds, got %v", ErrInvalidArgument, sec)
+	case ns >= math.MaxInt64:
+		return math.MaxInt64, nil
+	case ns <= -math.MaxInt64:
+		return -math.MaxInt64, nil
+	case time.Duration(ns) == 0:
+		return 0, fmt.Errorf("%w: lifetime must be at least %g seconds, got %v",
+			ErrInvalidArgument, supervisor.MinTimeout.Seconds(), sec)
+	}
+	return time.Duration(ns), nil
+}
+
+// startJob starts a background job unless the server is shutting down.
+func (s *Server) startJob(req supervisor.JobRequest) (supervisor.JobStarted, error) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return supervisor.JobStarted{}, fmt.Errorf("%w: the server is shutting down", ErrBusy)
+	}
+	s.starts.Add(1)
+	s.mu.Unlock()
+	defer s.starts.Done()
+	return s.sup.StartJob(req)
+}
+
+// killJobs waits for job starts in flight, then kills every job of the
+// supervisor at once and waits for their trees to be gone or ctx to end.
+// Call it after abort.
+func (s *Server) killJobs(ctx context.Context) error {
+	s.starts.Wait()
+	var wg sync.WaitGroup
+	for _, j := range s.sup.Jobs() {
+		if j.State != supervisor.JobRunning {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.sup.KillJob(j.ID) // ErrNotFound: it ended and was forgotten meanwhile
+		}()
+	}
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("api: shutdown: killing background jobs: %w", ctx.Err())
+	}
+}
+
+func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
+	var body JobRequest
+	if err := decode(w, r, &body); err != nil {
+		writeError(w, err)
+		return
+	}
+	req, err := body.request(s.sup.MaxTimeout())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	st, err := s.startJob(req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, JobList{Jobs: s.sup.Jobs()})
+}
+
+func (s *Server) jobOutput(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	stream := supervisor.Stdout
+	if q.Has("stream") {
+		stream = q.Get("stream")
+	}
+	after, err := queryInt(q.Get("after"), "after")
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	wait, err := querySeconds(q.Get("wait"), "wait", 0, supervisor.MaxOutputWait)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	out, err := s.sup.JobOutput(r.Context(), r.PathValue("id"), stream, after, wait)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) jobStdin(w http.ResponseWriter, r *http.Request) {
+	closeStdin := false
+	if v := r.URL.Query().Get("close"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			writeError(w, fmt.Errorf("%w: close must be true or false, got %q", ErrInvalidArgument, v))
+			return
+		}
+		closeStdin = b
+	}
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			err = fmt.Errorf("%w: the body exceeds %d bytes; write stdin in smaller pieces", ErrTooLarge, MaxBodyBytes)
+		} else {
+			err = fmt.Errorf("%w: reading the body: %v", ErrInvalidArgument, err)
+		}
+		writeError(w, err)
+		return
+	}
+	if err := s.sup.JobInput(r.PathValue("id"), data, closeStdin); err != nil {
+		writeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) waitJob(w http.ResponseWriter, r *http.Request) {
+	timeout := DefaultWaitTimeout
+	if v := r.URL.Query().Get("timeout"); v != "" {
+		var err error
+		if timeout, err = querySeconds(v, "timeout", 0, s.sup.MaxTimeout()); err != nil {
+			writeError(w, err)
+			return
+		}
+	}
+	id := r.PathValue("id")
+	if timeout == 0 {
+		// No waiting: WaitJob's 0 would wait without a deadline.
+		if err := s.jobRunning(id); err != nil {
+			writeError(w, err)
+			return
+		}
+		timeout = time.Hour // the job has exited: WaitJob returns at once
+	}
+	res, err := s.sup.WaitJob(r.Context(), id, timeout)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// jobRunning returns ErrNotFound for an unknown job, ErrStillRunning for a
+// running one, and nil for one that exited.
+func (s *Server) jobRunning(id string) error {
+	for _, j := range s.sup.Jobs() {
+		if j.ID != id {
+			continue
+		}
+		if j.State == supervisor.JobRunning {
+			return fmt.Errorf("%w: %s", supervisor.ErrStillRunning, id)
+		}
+		return nil
+	}
+	return fmt.Errorf("%w: %q", supervisor.ErrNotFound, id)
+}
+
+func (s *Server) deleteJob(w http.ResponseWriter, r *http.Request) {
+	res, err := s.sup.KillJob(r.PathValue("id"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// queryInt parses an optional non-negative integer query parameter (0 when
+// absent); the library checks it against the stream.
+func queryInt(v, name string) (int64, error) {
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %s must be a whole number of bytes, got %q", ErrInvalidArgument, name, v)
+	}
+	return n, nil
+}
+
+// querySeconds parses an optional query parameter in seconds (0 when
+// absent) that must lie in [lo, hi].
+func querySeconds(v, name string, lo, hi time.Duration) (time.Duration, error) {
+	if v == "" {
+		return 0, nil
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %s must be a number of seconds, got %q", ErrInvalidArgument, name, v)
+	}
+	return seconds(f, name, lo, hi)
+}

@@ -1,0 +1,178 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/corral-sh/corral/budget"
+	"github.com/corral-sh/corral/supervisor"
+)
+
+// MCP tool names of background jobs.
+const (
+	ToolJobOutput = "job_output"
+	ToolJobInput  = "job_input"
+	ToolJobKill   = "job_kill"
+	ToolJobList   = "job_list"
+)
+
+// JobOutputInput is the arguments of the MCP tool job_output.
+type JobOutputInput struct {
+	ID     string  `json:"id" jsonschema:"the job ID returned by bash with background: true"`
+	Stream string  `json:"stream,omitempty" jsonschema:"stdout (default) or stderr"`
+	After  int64   `json:"after,omitempty" jsonschema:"byte cursor: 0 for the start, then the next of the previous read"`
+	Wait   float64 `json:"wait,omitempty" jsonschema:"seconds to wait for new output or the end when there is none yet: 0 (default) to 30"`
+}
+
+// JobInputInput is the arguments of the MCP tool job_input.
+type JobInputInput struct {
+	ID    string `json:"id" jsonschema:"the ID of a job started with interactive: true"`
+	Data  string `json:"data,omitempty" jsonschema:"text to write to the job's stdin (include the newline a line needs)"`
+	Close bool   `json:"close,omitempty" jsonschema:"close stdin after writing (end of input)"`
+}
+
+// JobIDInput is the arguments of the MCP tool job_kill.
+type JobIDInput struct {
+	ID string `json:"id" jsonschema:"the job ID"`
+}
+
+// JobInputResult is the structured result of job_input.
+type JobInputResult struct {
+	ID      string `json:"id"`
+	Written int    `json:"written"`
+	Closed  bool   `json:"closed"`
+}
+
+// jobRingBytes is what the supervisor keeps of each job stream: the tail
+// ring of its default capture ceiling (DESIGN.md, Limits: 512 KiB).
+const jobRingBytes = 512 << 10
+
+// The lifetimes and limits, stated verbatim in the descriptions.
+var (
+	jobLifetimeText = fmt.Sprintf("%s by default, %g s to %s allowed",
+		minutes(supervisor.DefaultJobLifetime), supervisor.MinTimeout.Seconds(), hours(supervisor.DefaultMaxJobLifetime))
+	jobLimitsText = fmt.Sprintf(`A job is killed at the end of its lifetime (%s), with its whole process tree. After it exits it stays readable for %s, then it is forgotten. At most %d jobs run at once; one more is refused with RESOURCE_EXHAUSTED.`,
+		jobLifetimeText, minutes(supervisor.DefaultJobRetention), supervisor.DefaultMaxJobs)
+	jobWindowText = fmt.Sprintf(`Output is read with a byte cursor per stream, in windows of at most %d KiB / %s lines: start with after=0 and pass the returned next as after on the next call. A read may wait (long poll, up to %g s) for new output or the job's end. When the reader fell behind what the server still holds (the last %d KiB of each stream), skippedBytes says how many bytes were missed.`,
+		budget.DefaultMaxBytes>>10, thousands(budget.DefaultMaxLines), supervisor.MaxOutputWait.Seconds(),
+		jobRingBytes>>10)
+)
+
+// backgroundDescription ends the bash tool's description.
+var backgroundDescription = fmt.Sprintf(`Background jobs: a dev server, a watcher or a long build must be started with background: true (a plain command's leftover processes are killed when its shell exits). bash then returns at once with the job ID and PID; read the output with job_output (id, after=0), write stdin with job_input (only for interactive: true; otherwise stdin is empty), list jobs with job_list, stop one with job_kill. lifetime is in seconds: %s. %s %s`,
+	jobLifetimeText, jobLimitsText, jobWindowText)
+
+var jobOutputDescription = fmt.Sprintf(`Read a background job's output (stdout by default, or stderr) from the byte cursor after (0 at first), and say whether the job is still running. %s
+
+The text result is the output, then one status line with the cursor to pass next; once the job has exited it carries the exit status, and a read that returns nothing after that is the end. %s`, jobWindowText, jobLimitsText)
+
+var jobInputDescription = fmt.Sprintf(`Write data to the stdin of a background job started with interactive: true, and close stdin with close: true (the end of input; cat and read then see EOF). Writing to a job that is not interactive, whose stdin was closed, or that has exited is refused with INVALID_ARGUMENT. Then read the answer with job_output. %s`, jobLimitsText)
+
+var jobKillDescription = `Kill a background job with its whole process tree (SIGTERM, a short grace, then SIGKILL) and return its result like bash does. Killing a job that already exited returns its result.`
+
+var jobListDescription = fmt.Sprintf(`List the background jobs, running and recently exited: id, command, state (running or exited), pid, startedAt, and the bytes written so far to stdout and stderr. %s`, jobLimitsText)
+
+func minutes(d time.Duration) string { return fmt.Sprintf("%g min", d.Minutes()) }
+func hours(d time.Duration) string   { return fmt.Sprintf("%g h", d.Hours()) }
+
+func (s *Server) addJobTools(srv *mcp.Server) {
+	mcp.AddTool(srv, &mcp.Tool{Name: ToolJobOutput, Description: jobOutputDescription,
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, s.jobOutputTool)
+	mcp.AddTool(srv, &mcp.Tool{Name: ToolJobInput, Description: jobInputDescription}, s.jobInputTool)
+	mcp.AddTool(srv, &mcp.Tool{Name: ToolJobKill, Description: jobKillDescription}, s.jobKillTool)
+	mcp.AddTool(srv, &mcp.Tool{Name: ToolJobList, Description: jobListDescription,
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, s.jobListTool)
+}
+
+// bashBackground starts the bash tool's command as a background job.
+func (s *Server) bashBackground(in BashInput) (*mcp.CallToolResult, any, error) {
+	if !in.Background {
+		return nil, nil, toolError(fmt.Errorf("%w: lifetime and interactive need background: true", ErrInvalidArgument))
+	}
+	req, err := JobRequest{ExecRequest: ExecRequest{Command: in.Command, Timeout: in.Timeout, Cwd: in.Cwd},
+		Lifetime: in.Lifetime, Interactive: in.Interactive}.request(s.sup.MaxTimeout())
+	if err != nil {
+		return nil, nil, toolError(err)
+	}
+	st, err := s.startJob(req)
+	if err != nil {
+		return nil, nil, toolError(err)
+	}
+	text := fmt.Sprintf("Started background job %s (pid %d). Read its output with job_output {\"id\": %q, \"after\": 0} "+
+		"(add \"wait\": up to 30 seconds to wait for output), then pass the returned next as after.", st.ID, st.Pid, st.ID)
+	if in.Interactive {
+		text += fmt.Sprintf(" Its stdin is open: write to it with job_input {\"id\": %q, \"data\": \"...\\n\"}, close it with \"close\": true.", st.ID)
+	}
+	text += " Stop it with job_kill."
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, st, nil
+}
+
+func (s *Server) jobOutputTool(ctx context.Context, req *mcp.CallToolRequest, in JobOutputInput) (*mcp.CallToolResult, supervisor.JobOutput, error) {
+	stream := in.Stream
+	if stream == "" {
+		stream = supervisor.Stdout
+	}
+	wait, err := seconds(in.Wait, "wait", 0, supervisor.MaxOutputWait)
+	if err != nil {
+		return nil, supervisor.JobOutput{}, toolError(err)
+	}
+	out, err := s.sup.JobOutput(ctx, in.ID, stream, in.After, wait)
+	if err != nil {
+		return nil, supervisor.JobOutput{}, toolError(err)
+	}
+	var b strings.Builder
+	if out.SkippedBytes > 0 {
+		fmt.Fprintf(&b, "[skipped %d bytes: the reader fell behind what the server still holds]\n", out.SkippedBytes)
+	}
+	b.WriteString(out.Data)
+	if out.Data != "" && !strings.HasSuffix(out.Data, "\n") {
+		b.WriteByte('\n')
+	}
+	switch {
+	case out.State == supervisor.JobRunning:
+		fmt.Fprintf(&b, "[job %s running; %s read up to byte %d: continue with after=%d]", out.ID, out.Stream, out.Next, out.Next)
+	case out.Data != "" || out.SkippedBytes > 0:
+		fmt.Fprintf(&b, "[job %s exited (%s); %s read up to byte %d: continue with after=%d until a read returns nothing]",
+			out.ID, strings.Trim(statusLine(*out.Result), "[]"), out.Stream, out.Next, out.Next)
+	default:
+		fmt.Fprintf(&b, "[job %s exited (%s); end of %s at byte %d]", out.ID, strings.Trim(statusLine(*out.Result), "[]"), out.Stream, out.Next)
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: b.String()}}}, out, nil
+}
+
+func (s *Server) jobInputTool(ctx context.Context, req *mcp.CallToolRequest, in JobInputInput) (*mcp.CallToolResult, JobInputResult, error) {
+	if err := s.sup.JobInput(in.ID, []byte(in.Data), in.Close); err != nil {
+		return nil, JobInputResult{}, toolError(err)
+	}
+	res := JobInputResult{ID: in.ID, Written: len(in.Data), Closed: in.Close}
+	text := fmt.Sprintf("wrote %d bytes to the stdin of job %s", res.Written, in.ID)
+	if in.Close {
+		text += "; stdin closed"
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, res, nil
+}
+
+func (s *Server) jobKillTool(ctx context.Context, req *mcp.CallToolRequest, in JobIDInput) (*mcp.CallToolResult, supervisor.Result, error) {
+	res, err := s.sup.KillJob(in.ID)
+	if err != nil {
+		return nil, supervisor.Result{}, toolError(err)
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: modelText(res)}}}, res, nil
+}
+
+func (s *Server) jobListTool(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, JobList, error) {
+	return nil, JobList{Jobs: s.sup.Jobs()}, nil
+}
+
+// seconds converts a wire duration that must lie in [lo, hi].
+func seconds(f float64, name string, lo, hi time.Duration) (time.Duration, error) {
+	if f < lo.Seconds() || f > hi.Seconds() || f != f {
+		return 0, fmt.Errorf("%w: %s must be between %g and %g seconds, got %v",
+			ErrInvalidArgument, name, lo.Seconds(), hi.Seconds(), f)
+	}
+	return time.Duration(f * float64(time.Second)), nil
+}
