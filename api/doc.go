@@ -8,6 +8,13 @@
 //	POST   /v1/exec            run a command: 200 and the Result JSON, whatever its exit code;
 //	                           with "Accept: application/x-ndjson" the live events, one flushed
 //	                           line each, the result last
+//	POST   /v1/jobs            start a background job (JobRequest): {"id", "pid"}
+//	GET    /v1/jobs            list the jobs (JobList)
+//	GET    /v1/jobs/{id}/output?stream=stdout&after=0&wait=5
+//	                           a cursor read (supervisor.JobOutput), long poll up to 30 s
+//	POST   /v1/jobs/{id}/stdin[?close=true]  raw body to an interactive job's stdin (204)
+//	POST   /v1/jobs/{id}/wait?timeout=10     the Result; 408 if still running at the deadline
+//	DELETE /v1/jobs/{id}       kill the job's tree: the Result
 //	POST   /v1/read            a window of a spill file (budget.ReadResult)
 //	POST   /v1/grep            matching lines of a spill file (budget.GrepResult)
 //	DELETE /v1/sessions/{id}   remove a session's spill files (204)
@@ -29,11 +36,16 @@
 //   - Lifetime: a command lives no longer than its request. A client that
 //     goes away, stops reading a stream for 30 s or cancels an MCP call
 //     aborts the command and its tree is killed; Shutdown aborts them all.
+//     A background job lives until it exits, is killed, or reaches its
+//     lifetime (30 min by default, 1 s–24 h); Shutdown kills every job.
+//     Unknown job IDs are 404 NOT_FOUND; at most 32 jobs run at once (429).
+//     A wait that reaches its deadline is 408 with code RESOURCE_EXHAUSTED.
 //   - Reading back: read and grep reach only regular files inside the data
 //     directory after resolving symlinks (spill.Store.Resolve); anything else
 //     is 404 NOT_FOUND, and binary content is 422 TOOL_BINARY_CONTENT.
 //
-// MCPServer has three tools: bash (live output as progress notifications,
-// the Result as structured content), read_output and grep_output. Their
+// MCPServer has the tools bash (live output as progress notifications,
+// the Result as structured content; background: true starts a job),
+// job_output, job_input, job_kill, job_list, read_output and grep_output. Their
 // descriptions state the limits verbatim, as the specification asks.
 package api
