@@ -42,13 +42,19 @@ func newCgroup1(mnt *mounts, cfg Config, inst, id string) (c *cgroup1, retErr er
 			retErr = errors.Join(retErr, c.destroy())
 		}
 	}()
-	if cfg.PidsMax > 0 && mnt.v1["pids"] != "" {
+	// The pids leaf is made even without a limit: kill uses it as a fork
+	// barrier.
+	if mnt.v1["pids"] != "" {
 		pdir, err := mkLeaf(mnt.v1["pids"], rel)
 		if err != nil {
 			return nil, err
 		}
 		c.leaves = append(c.leaves, v1leaf{ctrl: "pids", root: mnt.v1["pids"], dir: pdir})
-		if err := writeFile(filepath.Join(pdir, "pids.max"), strconv.Itoa(cfg.PidsMax)); err != nil {
+		limit := "max"
+		if cfg.PidsMax > 0 {
+			limit = strconv.Itoa(cfg.PidsMax)
+		}
+		if err := writeFile(filepath.Join(pdir, "pids.max"), limit); err != nil {
 			return nil, err
 		}
 	}
@@ -69,6 +75,7 @@ func (c *cgroup1) procs() ([]int, error) {
 // kill freezes, kills every listed process, thaws, and repeats until the
 // freezer cgroup lists no process. It returns every PID it signalled.
 func (c *cgroup1) kill() ([]int, error) {
+	c.blockForks()
 	seen := map[int]bool{}
 	var all []int
 	state := filepath.Join(c.freezer, "freezer.state")
@@ -105,6 +112,20 @@ func (c *cgroup1) kill() ([]int, error) {
 			p, _ := c.procs()
 			return len(p) == 0 || time.Now().After(deadline)
 		})
+	}
+}
+
+// blockForks sets the pids leaf's pids.max to 0. A limit below pids.current
+// is allowed ("it is possible to have pids.current > pids.max",
+// Documentation/admin-guide/cgroup-v1/pids.rst), and from then on every fork
+// in the leaf fails with EAGAIN. The v1 freezer alone can stay FREEZING under
+// a fork bomb and let the kill loop be outrun; with the barrier each round
+// only shrinks the tree.
+func (c *cgroup1) blockForks() {
+	for _, l := range c.leaves {
+		if l.ctrl == "pids" {
+			_ = writeFile(filepath.Join(l.dir, "pids.max"), "0") // best effort: the loop still converges without it, slower
+		}
 	}
 }
 

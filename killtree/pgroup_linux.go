@@ -195,10 +195,9 @@ func (t *Tree) kill(deadline time.Time) (Report, error) {
 	wasExited := t.leaderExited()
 	// 1. The containment's own blow (cgroup.kill, freezer loop); its list
 	// counts as killed.
-	pids, err := t.c.kill()
-	if err != nil {
-		return rep, err
-	}
+	// On an error the baseline below still runs: it can kill and reap
+	// what the containment could not.
+	pids, cerr := t.c.kill()
 	t.mu.Lock()
 	for _, p := range pids {
 		killed[p] = true
@@ -210,8 +209,8 @@ func (t *Tree) kill(deadline time.Time) (Report, error) {
 	// still and can count it.
 	_ = t.signalGroup(unix.SIGSTOP) // ESRCH: empty group
 	// 3. Wait for the containment to empty (no-op for pgroup).
-	if err := t.waitContainment(deadline); err != nil {
-		return rep, err
+	if cerr == nil {
+		cerr = t.waitContainment(deadline)
 	}
 	// 4. Sweeps until no live process and no reapable zombie is left.
 	esc, err := t.sweep(deadline, killed)
@@ -221,7 +220,7 @@ func (t *Tree) kill(deadline time.Time) (Report, error) {
 		delete(killed, t.pid)
 		rep.Processes = len(killed)
 	}
-	return rep, err
+	return rep, errors.Join(cerr, err)
 }
 
 func (t *Tree) waitContainment(deadline time.Time) error {
