@@ -138,6 +138,10 @@ func (c *cgroup1) waitFrozen(state string) {
 	_ = pollUntil(ctx, func() bool { return !strings.Contains(readFileOr(state), "FREEZING") })
 }
 
+func (c *cgroup1) pause(frozen bool) error {
+	return writeFile(filepath.Join(c.freezer, "freezer.state"), map[bool]string{true: "FROZEN", false: "THAWED"}[frozen])
+}
+
 func (c *cgroup1) waitEmpty(ctx context.Context) error {
 	return pollUntil(ctx, func() bool {
 		p, err := c.procs()

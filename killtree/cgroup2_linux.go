@@ -152,6 +152,10 @@ func (c *cgroup2) kill() ([]int, error) {
 	return pids, nil
 }
 
+func (c *cgroup2) pause(frozen bool) error {
+	return writeFile(filepath.Join(c.dir, "cgroup.freeze"), map[bool]string{true: "1", false: "0"}[frozen])
+}
+
 func (c *cgroup2) waitEmpty(ctx context.Context) error {
 	return waitPopulated0(ctx, filepath.Join(c.dir, "cgroup.events"))
 }

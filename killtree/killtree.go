@@ -281,6 +281,10 @@ type containment interface {
 	// waitEmpty waits until the containment holds no live process, or
 	// returns ctx.Err(); tiers without a list return nil at once.
 	waitEmpty(ctx context.Context) error
+	// pause freezes (true) or thaws (false) the containment where the tier
+	// can (cgroup.freeze, the v1 freezer); a no-op elsewhere. It does not
+	// wait for the freeze to complete.
+	pause(frozen bool) error
 	// destroy removes the containment; idempotent.
 	destroy() error
 	// dirs lists the containment's directories for the watchdog.

@@ -92,6 +92,8 @@ func (c *jobC) waitEmpty(ctx context.Context) error {
 	return pollUntilCtx(ctx, func() bool { n, err := c.j.active(); return err == nil && n == 0 })
 }
 
+func (c *jobC) pause(bool) error { return nil } // a job object cannot be frozen
+
 func (c *jobC) destroy() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()

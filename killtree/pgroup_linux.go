@@ -77,11 +77,13 @@ func (t *Tree) attribute(ps []proc) []proc {
 		p := ps[byPid[pid]]
 		out = append(out, p)
 		st.seen[p.pid] = p.start
-		if !p.zombie() {
-			for _, g := range []int{p.sid, p.pgid} {
-				if g > 1 && g != selfSid && g != self {
-					st.groups[g] = true
-				}
+		// A zombie's session and group still name the session leader
+		// that made them, which may itself be a zombie child of ours by
+		// now (a double fork's middle process: it called setsid, forked,
+		// and exited after its parent died).
+		for _, g := range []int{p.sid, p.pgid} {
+			if g > 1 && g != selfSid && g != self {
+				st.groups[g] = true
 			}
 		}
 	}
@@ -151,18 +153,36 @@ func (t *Tree) live(ps []proc) []int {
 	return out
 }
 
+// members lists the tree's live processes. On the cgroup tiers that is the
+// cgroup's own list: one read, which a fork bomb cannot starve the way it
+// starves a walk of /proc (research notes §2.3, E2: single scans took 4–10 s
+// under a 1,000-process bomb); processes that left the cgroup are found by
+// Kill's sweep and reported as escapees. On pgroup it is the descendants the
+// baseline attributes to the tree.
 func (t *Tree) members() ([]int, error) {
 	var pids []int
 	cp, err := t.c.procs()
 	if err != nil {
 		return nil, err
 	}
-	ps, err := t.scanTree()
-	if err != nil {
-		return nil, err
+	if t.tier == TierPgroup {
+		ps, err := t.scanTree()
+		if err != nil {
+			return nil, err
+		}
+		cp = append(cp, t.live(ps)...)
+	} else {
+		// Every PID a containment listed is ours to reap once it is a
+		// zombie; on cgroup v1 nothing else names a zombie's cgroup (it
+		// shows "/" there, kernel/cgroup/cgroup.c proc_cgroup_show).
+		t.mu.Lock()
+		for _, p := range cp {
+			t.st.dead[p] = true
+		}
+		t.mu.Unlock()
 	}
 	set := map[int]bool{}
-	for _, p := range append(cp, t.live(ps)...) {
+	for _, p := range cp {
 		if !set[p] && !(p == t.pid && t.leaderExited()) {
 			set[p] = true
 			pids = append(pids, p)
@@ -172,6 +192,12 @@ func (t *Tree) members() ([]int, error) {
 }
 
 func (t *Tree) terminate() (int, error) {
+	// Frozen, the members cannot fork between the listing and the signal,
+	// and a bomb stops burning the CPU this needs; the signals are delivered
+	// at the thaw.
+	if err := t.c.pause(true); err == nil {
+		defer t.c.pause(false) // a failed thaw leaves Kill to end the tree
+	}
 	pids, err := t.members()
 	if err != nil {
 		return 0, err

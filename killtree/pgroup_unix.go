@@ -32,5 +32,6 @@ func (pgroupC) start(cmd *exec.Cmd) error {
 func (pgroupC) procs() ([]int, error)               { return nil, nil }
 func (pgroupC) kill() ([]int, error)                { return nil, nil }
 func (pgroupC) waitEmpty(ctx context.Context) error { return nil }
+func (pgroupC) pause(bool) error                    { return nil }
 func (pgroupC) destroy() error                      { return nil }
 func (pgroupC) dirs() []string                      { return nil }

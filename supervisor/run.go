@@ -165,12 +165,15 @@ func (p *proc) supervise(ctx context.Context) ending {
 	}
 	if end != endExited || p.kill.Lingering > 0 {
 		p.kill.Processes, _ = p.tree.Members()
+		p.log.Debug().Int("members", p.kill.Processes).Int("lingering", p.kill.Lingering).Msg("way down")
 		p.graceful()
 	}
 	report, err := p.tree.Kill()
 	if err != nil {
 		p.log.Warn().Err(err).Msg("kill")
 	}
+	p.log.Debug().Int("killed", report.Processes).Int("escapees", report.Escapees).
+		Dur("took", report.Duration).Msg("tree confirmed empty")
 	if report.Processes > 0 {
 		p.sent = "SIGKILL"
 	}
@@ -192,7 +195,8 @@ func (p *proc) graceful() {
 	p.sent = "SIGTERM"
 	gctx, cancel := context.WithTimeout(context.Background(), p.s.grace)
 	defer cancel()
-	p.tree.WaitEmpty(gctx)
+	err := p.tree.WaitEmpty(gctx)
+	p.log.Debug().Bool("emptied", err == nil).Msg("grace over")
 }
 
 // drainAll waits for both pipes to reach EOF. EOF proves that no writer is
@@ -216,6 +220,9 @@ func (p *proc) drainAll() {
 		}
 	}
 	wait(drainWait)
+	if pending == 0 {
+		p.log.Debug().Msg("pipes at EOF")
+	}
 	for round := 0; pending > 0 && round < 5; round++ {
 		n, err := p.tree.KillPipeHolders()
 		if err != nil {
