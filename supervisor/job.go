@@ -201,16 +201,17 @@ func (t *jobTable) supervise(ctx context.Context, j *job) {
 	defer t.wg.Done()
 	res := j.p.finish(j.p.supervise(ctx))
 	j.cancel()
+	// The slot is free before anyone learns the job ended, so a start
+	// right after KillJob or WaitJob is never refused for it.
+	t.mu.Lock()
+	t.running--
+	closed := t.closed
+	t.mu.Unlock()
 	j.mu.Lock()
 	j.result = res
 	j.mu.Unlock()
 	close(j.done)
 	j.poke()
-
-	t.mu.Lock()
-	t.running--
-	closed := t.closed
-	t.mu.Unlock()
 	if closed {
 		return
 	}

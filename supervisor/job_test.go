@@ -222,6 +222,7 @@ func TestJobLimit(t *testing.T) {
 	if _, err := s.KillJob(ids[0]); err != nil {
 		t.Fatal(err)
 	}
+	// The killed job's slot is free the moment KillJob returns.
 	st := startJob(t, s, JobRequest{Request: Request{Command: "true"}})
 	jobs := s.Jobs()
 	if len(jobs) != DefaultMaxJobs+1 || !sort.SliceIsSorted(jobs, func(a, b int) bool { return jobs[a].StartedAt.Before(jobs[b].StartedAt) }) {
