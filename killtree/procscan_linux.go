@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // proc is one line of a /proc pass: the fields of /proc/<pid>/stat the
@@ -159,7 +160,18 @@ func parseStat(pid int, b []byte) (proc, bool) {
 // A zombie's environment is empty, and reading another user's needs
 // privileges; both read as false.
 func environHas(pid int, kv string) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	path := "/proc/" + strconv.Itoa(pid) + "/environ"
+	b, err := os.ReadFile(path)
+	// A process in the middle of execve reads as empty or unreadable for
+	// a moment (its old mm is going away): look again a few times rather
+	// than miss an orphan that just exec'd, as `( setsid cmd & )` leaves one.
+	for try := 0; (err != nil || len(b) == 0) && try < 5; try++ {
+		if _, serr := os.Stat("/proc/" + strconv.Itoa(pid)); serr != nil {
+			return false // gone
+		}
+		time.Sleep(time.Millisecond) // waiting out an exec in progress; not synchronisation
+		b, err = os.ReadFile(path)
+	}
 	if err != nil {
 		return false
 	}
