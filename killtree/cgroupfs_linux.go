@@ -284,19 +284,3 @@ func waitPopulated0(ctx context.Context, events string) error {
 func populated(events string) bool {
 	return strings.Contains(readFileOr(events), "populated 1")
 }
-
-// pollUntil calls done with a short backoff until it returns true or ctx ends.
-func pollUntil(ctx context.Context, done func() bool) error {
-	backoff := 200 * time.Microsecond
-	for !done() {
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
-		}
-		backoff = min(2*backoff, 20*time.Millisecond)
-	}
-	return nil
-}

@@ -89,7 +89,7 @@ func (c *jobC) kill() ([]int, error) {
 }
 
 func (c *jobC) waitEmpty(ctx context.Context) error {
-	return pollUntilCtx(ctx, func() bool { n, err := c.j.active(); return err == nil && n == 0 })
+	return pollUntil(ctx, func() bool { n, err := c.j.active(); return err == nil && n == 0 })
 }
 
 func (c *jobC) pause(bool) error { return nil } // a job object cannot be frozen
@@ -101,21 +101,6 @@ func (c *jobC) destroy() error {
 }
 
 func (c *jobC) dirs() []string { return nil }
-
-func pollUntilCtx(ctx context.Context, done func() bool) error {
-	backoff := time.Millisecond
-	for !done() {
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
-		}
-		backoff = min(2*backoff, 20*time.Millisecond)
-	}
-	return nil
-}
 
 // treeState holds a SYNCHRONIZE handle on the leader for the exit watcher.
 type treeState struct {
