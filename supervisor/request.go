@@ -74,7 +74,10 @@ type Request struct {
 	StdoutPolicy, StderrPolicy budget.Policy
 	// OnEvent, when non-nil, receives the live events in order, from one
 	// goroutine at a time, the result event last. It may be slow: events
-	// then coalesce, and past the live cap a stream ends with one capped event.
+	// then coalesce, and past the live cap a stream ends with one capped
+	// event; the drain never waits for it. Run returns only after OnEvent
+	// returned from the result event, so a callback that never returns
+	// keeps Run from returning.
 	OnEvent func(Event)
 }
 
