@@ -132,13 +132,7 @@ func (t *Tree) members() ([]int, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := pids[:0]
-	for _, p := range pids {
-		if !(p == t.pid && t.leaderExited()) {
-			out = append(out, p)
-		}
-	}
-	return out, nil
+	return t.liveMembers(pids), nil
 }
 
 func (t *Tree) signalGroup(sig unix.Signal) error {

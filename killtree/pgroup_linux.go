@@ -160,7 +160,6 @@ func (t *Tree) live(ps []proc) []int {
 // Kill's sweep and reported as escapees. On pgroup it is the descendants the
 // baseline attributes to the tree.
 func (t *Tree) members() ([]int, error) {
-	var pids []int
 	cp, err := t.c.procs()
 	if err != nil {
 		return nil, err
@@ -181,14 +180,7 @@ func (t *Tree) members() ([]int, error) {
 		}
 		t.mu.Unlock()
 	}
-	set := map[int]bool{}
-	for _, p := range cp {
-		if !set[p] && !(p == t.pid && t.leaderExited()) {
-			set[p] = true
-			pids = append(pids, p)
-		}
-	}
-	return pids, nil
+	return t.liveMembers(cp), nil
 }
 
 func (t *Tree) terminate() (int, error) {

@@ -44,6 +44,21 @@ func (t *Tree) Tier() Tier { return t.tier }
 // Kill.
 func (t *Tree) Exited() <-chan struct{} { return t.exited }
 
+// liveMembers returns pids without duplicates and without the leader once
+// it has exited (an exited leader is an unreaped zombie, not a member).
+func (t *Tree) liveMembers(pids []int) []int {
+	exited := t.leaderExited()
+	seen := make(map[int]bool, len(pids))
+	out := pids[:0]
+	for _, p := range pids {
+		if !seen[p] && !(exited && p == t.pid) {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 func (t *Tree) leaderExited() bool {
 	select {
 	case <-t.exited:
