@@ -2,7 +2,6 @@ package killtree
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -97,42 +96,49 @@ func (m *mounts) roots() []string {
 }
 
 func readFileOr(path string) string {
-	b, _ := os.ReadFile(path)
+	b, _ := readKernelFile(path, nil)
 	return string(b)
 }
 
 // writeFile writes s to an existing cgroup file.
 func writeFile(path, s string) error {
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
-	if err != nil {
+	if err := writeKernelFile(path, s); err != nil {
 		return fmt.Errorf("killtree: %w", err)
-	}
-	_, err = f.WriteString(s)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("killtree: write %s: %w", path, err)
 	}
 	return nil
 }
 
 // readPids parses a cgroup.procs or tasks file.
 func readPids(path string) ([]int, error) {
-	b, err := os.ReadFile(path)
+	b, err := readKernelFile(path, nil)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, nil
 		}
 		return nil, fmt.Errorf("killtree: %w", err)
 	}
+	return parsePids(b), nil
+}
+
+// parsePids parses whitespace-separated decimal PIDs (cgroup.procs, tasks,
+// /proc/<pid>/task/<tid>/children) without allocating per number.
+func parsePids(b []byte) []int {
 	var out []int
-	for _, f := range bytes.Fields(b) {
-		if p, err := strconv.Atoi(string(f)); err == nil {
-			out = append(out, p)
+	n, in := 0, false
+	for _, c := range b {
+		if c >= '0' && c <= '9' {
+			n, in = n*10+int(c-'0'), true
+			continue
 		}
+		if in {
+			out = append(out, n)
+		}
+		n, in = 0, false
 	}
-	return out, nil
+	if in {
+		out = append(out, n)
+	}
+	return out
 }
 
 // mkLeaf creates root/rel (a fresh cgroup) and its missing parents. Another

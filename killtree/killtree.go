@@ -287,6 +287,6 @@ type containment interface {
 	pause(frozen bool) error
 	// destroy removes the containment; idempotent.
 	destroy() error
-	// dirs lists the containment's directories for the watchdog.
+	// dirs lists the containment's directories (cgroup leaves).
 	dirs() []string
 }

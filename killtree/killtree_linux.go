@@ -62,7 +62,7 @@ func newPlatform(cfg Config, tier Tier) (*platform, error) {
 	if noWatchdog {
 		return p, nil
 	}
-	wd, err := startWatchdog()
+	wd, err := startWatchdog(p.instance, p.mnt.instanceDirs(cfg.CgroupParent, p.instance))
 	if err != nil {
 		return nil, err
 	}
@@ -80,14 +80,6 @@ func (p *platform) newContainment(id string) (containment, error) {
 		return pgroupC{}, nil
 	}
 	return nil, fmt.Errorf("killtree: tier %s: %w", p.tier, ErrUnavailable)
-}
-
-func (p *platform) watch(t *Tree) error {
-	return p.wd.add(t.id, t.tag, t.c.dirs())
-}
-
-func (p *platform) unwatch(t *Tree) {
-	p.wd.del(t.id)
 }
 
 // close stops the watchdog and removes this instance's directories when no

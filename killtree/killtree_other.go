@@ -57,8 +57,6 @@ func newPlatform(cfg Config, tier Tier) (*platform, error) {
 }
 
 func (p *platform) newContainment(id string) (containment, error) { return pgroupC{}, nil }
-func (p *platform) watch(t *Tree) error                           { return nil }
-func (p *platform) unwatch(t *Tree)                               {}
 func (p *platform) close() error                                  { return nil }
 
 // treeState remembers every process the sweeps attributed to the tree.

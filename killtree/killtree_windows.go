@@ -51,9 +51,7 @@ func (p *platform) newContainment(id string) (containment, error) {
 	return &jobC{j: j}, nil
 }
 
-func (p *platform) watch(t *Tree) error { return nil }
-func (p *platform) unwatch(t *Tree)     {}
-func (p *platform) close() error        { return nil }
+func (p *platform) close() error { return nil }
 
 // jobC is the job tier's containment.
 type jobC struct {

@@ -23,6 +23,10 @@ type treeState struct {
 	groups map[int]bool   // session and group IDs of attributed processes
 	cgLeaf string         // cgroup path suffix (relative), for zombie attribution; "" on pgroup
 	dead   map[int]bool   // PIDs the containment kill listed: their zombies are ours to reap
+	// gone records that a scan begun after the leader's exit found no live
+	// member and no zombie of ours to reap. That state is final (only a
+	// live member can add one), so Kill has nothing left to do.
+	gone bool
 }
 
 // attribute returns the processes of ps that belong to the tree, zombies
@@ -118,7 +122,7 @@ func (t *Tree) isRoot(p proc, self, selfSid int, envKV string) bool {
 // inCgroup reports whether /proc/<pid>/cgroup names a cgroup whose path ends
 // with leaf (a zombie keeps its cgroup until it is reaped).
 func inCgroup(pid int, leaf string) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	b, err := readKernelFile("/proc/"+strconv.Itoa(pid)+"/cgroup", nil)
 	if err != nil {
 		return false
 	}
@@ -130,10 +134,10 @@ func inCgroup(pid int, leaf string) bool {
 	return false
 }
 
-// scanTree runs one pass over this process's descendants (every process of
-// every tree is one, thanks to the subreaper) and returns the tree's.
+// scanTree runs one pass over the processes that can belong to the tree (see
+// scanDescendants) and returns the tree's.
 func (t *Tree) scanTree() ([]proc, error) {
-	ps, err := scanDescendants()
+	ps, err := scanDescendants(t.pid)
 	if err != nil {
 		return nil, fmt.Errorf("killtree: scan /proc: %w", err)
 	}
@@ -165,11 +169,18 @@ func (t *Tree) members() ([]int, error) {
 		return nil, err
 	}
 	if t.tier == TierPgroup {
+		exited := t.leaderExited()
 		ps, err := t.scanTree()
 		if err != nil {
 			return nil, err
 		}
-		cp = append(cp, t.live(ps)...)
+		live := t.live(ps)
+		if exited && len(live) == 0 && !t.reapable(ps) {
+			t.mu.Lock()
+			t.st.gone = true
+			t.mu.Unlock()
+		}
+		cp = append(cp, live...)
 	} else {
 		// Every PID a containment listed is ours to reap once it is a
 		// zombie; on cgroup v1 nothing else names a zombie's cgroup (it
@@ -209,6 +220,13 @@ func (t *Tree) terminate() (int, error) {
 // kill is the whole kill: containment, group, sweeps, reaping.
 func (t *Tree) kill(deadline time.Time) (Report, error) {
 	var rep Report
+	t.mu.Lock()
+	gone := t.st.gone
+	t.mu.Unlock()
+	if gone {
+		// The scan that proved it (Members, WaitEmpty) is the kill's sweep.
+		return rep, nil
+	}
 	killed := map[int]bool{}
 	wasExited := t.leaderExited()
 	// 1. The containment's own blow (cgroup.kill, freezer loop); its list
@@ -340,7 +358,6 @@ func (t *Tree) escaped(pid int, ps []proc) bool {
 }
 
 func (t *Tree) release() error {
-	t.m.plat.unwatch(t)
 	ownChildren.Delete(t.pid)
 	t.mu.Lock()
 	f := t.st.pidfd

@@ -58,7 +58,7 @@ func (t *Tree) afterStart() error {
 	}
 	t.wg.Add(1)
 	go t.watchExit(rc)
-	return t.m.plat.watch(t)
+	return nil
 }
 
 // watchExit closes t.exited when the leader's pidfd turns readable (it has

@@ -54,15 +54,26 @@ var (
 	childrenOK   bool
 )
 
-// scanDescendants lists this process's descendants, zombies included, by
-// walking /proc/<pid>/task/<tid>/children from our own threads (orphans
-// reparented to a subreaper hang under one of its threads). It costs one
-// stat read per descendant instead of one per process on the machine. The
-// kernel calls those files imprecise while the tree changes
+// scanDescendants lists the processes that can belong to the tree led by
+// leader, zombies included: the leader's descendants, and this process's
+// other children with theirs, except the other trees' leaders and the
+// watchdogs (ownChildren), whose subtrees are never this tree's. It walks
+// /proc/<pid>/task/<tid>/children, one stat read per process visited, instead
+// of one per process on the machine.
+//
+// The children of this process are read from the main thread only. Orphans
+// go there: the kernel hands them to the first living thread of the nearest
+// subreaper (kernel/exit.c, find_new_reaper and find_alive_thread, Linux
+// 3.19), and the main thread of a Go program lives as long as the process.
+// Children forked by another thread are the trees' leaders and watchdogs,
+// which are known, and whatever other code in this process started, which no
+// tree claims. The leader's own subtree is walked from the leader.
+//
+// The kernel calls the children files imprecise while the tree changes
 // (Documentation/filesystems/proc.rst); the sweeps stop the members and scan
 // again until nothing new appears, which is the remedy the document names.
 // Without CONFIG_PROC_CHILDREN it falls back to a full /proc pass.
-func scanDescendants() ([]proc, error) {
+func scanDescendants(leader int) ([]proc, error) {
 	self := os.Getpid()
 	childrenOnce.Do(func() {
 		_, err := os.Stat("/proc/self/task/" + strconv.Itoa(self) + "/children")
@@ -73,7 +84,7 @@ func scanDescendants() ([]proc, error) {
 	}
 	buf := make([]byte, 1024)
 	var out []proc
-	queue := childrenOf(self, 0)
+	queue := append(childrenOf(self, 1, buf), leader)
 	seen := map[int]bool{}
 	for len(queue) > 0 {
 		pid := queue[len(queue)-1]
@@ -82,13 +93,16 @@ func scanDescendants() ([]proc, error) {
 			continue
 		}
 		seen[pid] = true
+		if _, own := ownChildren.Load(pid); own && pid != leader {
+			continue
+		}
 		p, ok := readStat(pid, buf)
 		if !ok {
 			continue
 		}
 		out = append(out, p)
 		if !p.zombie() { // a zombie's children were reparented when it exited
-			queue = append(queue, childrenOf(pid, p.threads)...)
+			queue = append(queue, childrenOf(pid, p.threads, buf)...)
 		}
 	}
 	return out, nil
@@ -96,7 +110,7 @@ func scanDescendants() ([]proc, error) {
 
 // childrenOf lists the children of every thread of pid (threads 1: only the
 // main thread, without listing /proc/<pid>/task).
-func childrenOf(pid, threads int) []int {
+func childrenOf(pid, threads int, buf []byte) []int {
 	base := "/proc/" + strconv.Itoa(pid) + "/task/"
 	tids := []string{strconv.Itoa(pid)}
 	if threads != 1 {
@@ -109,31 +123,21 @@ func childrenOf(pid, threads int) []int {
 	}
 	var out []int
 	for _, tid := range tids {
-		b, err := os.ReadFile(base + tid + "/children")
-		if err != nil {
-			continue
-		}
-		for _, f := range bytes.Fields(b) {
-			if c, err := strconv.Atoi(string(f)); err == nil {
-				out = append(out, c)
-			}
+		b, err := readKernelFile(base+tid+"/children", buf)
+		if err == nil {
+			out = append(out, parsePids(b)...)
 		}
 	}
 	return out
 }
 
-// readStat parses /proc/<pid>/stat into buf-backed fields.
+// readStat parses /proc/<pid>/stat, read into buf.
 func readStat(pid int, buf []byte) (proc, bool) {
-	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
+	b, err := readKernelOnce("/proc/"+strconv.Itoa(pid)+"/stat", buf)
+	if err != nil || len(b) == 0 {
 		return proc{}, false
 	}
-	n, err := f.Read(buf)
-	f.Close()
-	if err != nil || n == 0 {
-		return proc{}, false
-	}
-	return parseStat(pid, buf[:n])
+	return parseStat(pid, b)
 }
 
 // parseStat parses the text of /proc/<pid>/stat. The command name may
@@ -161,7 +165,7 @@ func parseStat(pid int, b []byte) (proc, bool) {
 // privileges; both read as false.
 func environHas(pid int, kv string) bool {
 	path := "/proc/" + strconv.Itoa(pid) + "/environ"
-	b, err := os.ReadFile(path)
+	b, err := readKernelFile(path, nil)
 	// A process in the middle of execve reads as empty or unreadable for
 	// a moment (its old mm is going away): look again a few times rather
 	// than miss an orphan that just exec'd, as `( setsid cmd & )` leaves one.
@@ -170,7 +174,7 @@ func environHas(pid int, kv string) bool {
 			return false // gone
 		}
 		time.Sleep(time.Millisecond) // waiting out an exec in progress; not synchronisation
-		b, err = os.ReadFile(path)
+		b, err = readKernelFile(path, nil)
 	}
 	if err != nil {
 		return false

@@ -16,14 +16,10 @@ import (
 // some could not be reaped yet (EINTR, or not yet waitable), a negative
 // count so the caller scans again.
 func (t *Tree) reapZombies(ps []proc) int {
-	self := os.Getpid()
 	n := 0
 	pending := false
 	for _, p := range ps {
-		if !p.zombie() || p.ppid != self || p.pid == t.pid {
-			continue
-		}
-		if _, own := ownChildren.Load(p.pid); own {
+		if !t.ours(p) {
 			continue
 		}
 		var ws unix.WaitStatus
@@ -43,4 +39,24 @@ func (t *Tree) reapZombies(ps []proc) int {
 		return -1
 	}
 	return n
+}
+
+// reapable reports whether ps holds a zombie reapZombies would reap.
+func (t *Tree) reapable(ps []proc) bool {
+	for _, p := range ps {
+		if t.ours(p) {
+			return true
+		}
+	}
+	return false
+}
+
+// ours reports whether p is a zombie this tree reaps: an orphan reparented
+// to this process, not the leader, not another tree's leader or a watchdog.
+func (t *Tree) ours(p proc) bool {
+	if !p.zombie() || p.ppid != os.Getpid() || p.pid == t.pid {
+		return false
+	}
+	_, own := ownChildren.Load(p.pid)
+	return !own
 }

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -18,28 +17,27 @@ import (
 )
 
 // watchdogScript is the watchdog: one bash process per Manager, in its own
-// session and outside every containment. It reads "add ID TAG DIR..." and
-// "del ID" lines; at EOF of its stdin (the supervisor exited or was killed)
-// it kills every registered containment — cgroup.kill, or freeze, kill,
-// thaw — then every process still carrying a registered tag (processes that
-// left their cgroup or had none), removes the cgroups and exits. "quit" ends
-// it without killing anything.
+// session and outside every containment. Its arguments are the pattern
+// (grep -E, one environment entry) of this instance's EnvTag and the
+// instance's directories, one per cgroup hierarchy. It reads its stdin and
+// does nothing until EOF (the supervisor exited or was killed): then it kills
+// every leaf under those directories — cgroup.kill, or freeze, kill, thaw —
+// then every process still carrying one of the instance's tags (processes
+// that left their cgroup or had none), removes the leaves and exits. "quit"
+// ends it without killing anything. It needs no message per command: every
+// containment of the instance is under its directories, and every command's
+// tag starts with the instance's name, so nothing started is ever outside
+// its reach, not even between a start and a registration.
 const watchdogScript = `
-declare -A reg
 while IFS= read -r line; do
-	case $line in
-	add\ *) rest=${line#add }; reg[${rest%% *}]=${rest#* } ;;
-	del\ *) unset "reg[${line#del }]" ;;
-	quit) exit 0 ;;
-	esac
+	[ "$line" = quit ] && exit 0
 done
-[ ${#reg[@]} -eq 0 ] && exit 0
-pats=()
-for id in "${!reg[@]}"; do
-	set -- ${reg[$id]}
-	pats+=(-e "CORRAL_KILLTREE=$1")
-	shift
-	for d in "$@"; do
+pat=$1
+shift
+for inst in "$@"; do
+	for d in "$inst"/*/; do
+		d=${d%/}
+		[ -d "$d" ] || continue
 		[ -e "$d/cgroup.kill" ] && echo 1 > "$d/cgroup.kill"
 		if [ -e "$d/freezer.state" ]; then
 			for i in 1 2 3 4 5 6 7 8 9 10; do
@@ -53,17 +51,17 @@ for id in "${!reg[@]}"; do
 	done
 done
 for i in 1 2 3 4 5 6 7 8 9 10; do
-	hits=$(grep -lzxF "${pats[@]}" /proc/[0-9]*/environ 2>/dev/null)
+	hits=$(grep -lzE "$pat" /proc/[0-9]*/environ 2>/dev/null)
 	[ -z "$hits" ] && break
 	for f in $hits; do p=${f#/proc/}; kill -9 ${p%/environ} 2>/dev/null; done
 done
-for id in "${!reg[@]}"; do
-	set -- ${reg[$id]}
-	shift
-	for d in "$@"; do
+for inst in "$@"; do
+	for d in "$inst"/*/; do
+		d=${d%/}
+		[ -d "$d" ] || continue
 		for i in 1 2 3 4 5 6 7 8 9 10; do rmdir "$d" 2>/dev/null && break; sleep 0.05; done
-		rmdir "${d%/*}" 2>/dev/null
 	done
+	rmdir "$inst" 2>/dev/null
 done
 exit 0
 `
@@ -76,14 +74,19 @@ type watchdog struct {
 	stdin io.WriteCloser // guarded by mu; nil once closed
 }
 
-// startWatchdog starts the watchdog. Without bash there is none: crash safety
-// then rests on the stale sweep at the next start.
-func startWatchdog() (*watchdog, error) {
+// startWatchdog starts the watchdog of instance inst, whose containments
+// live under dirs. Without bash there is none: crash safety then rests on
+// the stale sweep at the next start.
+func startWatchdog(inst string, dirs []string) (*watchdog, error) {
 	bash, err := exec.LookPath("bash")
 	if err != nil {
 		return nil, nil
 	}
-	cmd := exec.Command(bash, "--noprofile", "--norc", "-c", watchdogScript)
+	// inst is "<pid>-<start time>": digits and a hyphen, nothing a regular
+	// expression would read as an operator.
+	pat := "^" + EnvTag + "=" + inst + `\.[0-9]+$`
+	args := append([]string{"--noprofile", "--norc", "-c", watchdogScript, "corral-watchdog", pat}, dirs...)
+	cmd := exec.Command(bash, args...)
 	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	w, err := cmd.StdinPipe()
@@ -96,27 +99,6 @@ func startWatchdog() (*watchdog, error) {
 	ownChildren.Store(cmd.Process.Pid, struct{}{})
 	return &watchdog{cmd: cmd, stdin: w}, nil
 }
-
-func (w *watchdog) send(line string) error {
-	if w == nil {
-		return nil
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.stdin == nil {
-		return nil
-	}
-	if _, err := io.WriteString(w.stdin, line+"\n"); err != nil {
-		return fmt.Errorf("killtree: watchdog: %w", err)
-	}
-	return nil
-}
-
-func (w *watchdog) add(id, tag string, dirs []string) error {
-	return w.send("add " + id + " " + tag + " " + strings.Join(dirs, " "))
-}
-
-func (w *watchdog) del(id string) { _ = w.send("del " + id) } // a dead watchdog only weakens crash safety
 
 // close ends the watchdog without letting it kill anything and reaps it.
 func (w *watchdog) close() error {

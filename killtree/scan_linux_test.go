@@ -1,0 +1,107 @@
+package killtree
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/corral-sh/corral/internal/proctest"
+)
+
+// onOtherThread runs f on an OS thread other than the main one and waits.
+func onOtherThread(f func()) {
+	done := make(chan struct{})
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if unix.Gettid() != os.Getpid() {
+			f()
+			close(done)
+			return
+		}
+		// This goroutine holds the main thread; another one cannot.
+		go func() {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			f()
+			close(done)
+		}()
+		<-done
+	}()
+	<-done
+}
+
+// TestOrphanOfNonMainThread: scanDescendants reads this process's children
+// from the main thread only. A leader forked by another thread leaves an
+// orphan when it exits; the kernel hands the orphan to the main thread (the
+// first living thread of the subreaper), so the pgroup tier still counts it
+// and kills it. If the kernel handed it to the forking thread instead, the
+// tree would look empty and the orphan would survive.
+func TestOrphanOfNonMainThread(t *testing.T) {
+	m, err := New(Config{Tier: TierPgroup})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	entry, marker := proctest.Marker(t)
+	cmd := exec.Command("bash", "-c", "setsid "+proctest.Command("sleep", lifetime)+" & echo $!")
+	cmd.Env = append(os.Environ(), entry)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tr *Tree
+	var forker int
+	onOtherThread(func() {
+		forker = unix.Gettid()
+		tr, err = m.Start(cmd)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if forker == os.Getpid() {
+		t.Fatal("the leader was forked by the main thread")
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphan, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil {
+		t.Fatalf("bash said %q", line)
+	}
+	<-tr.Exited()
+
+	// The kernel's side of the bargain: the orphan hangs under the main thread.
+	main := "/proc/self/task/" + strconv.Itoa(os.Getpid()) + "/children"
+	deadline := time.Now().Add(5 * time.Second)
+	for !slices.Contains(parsePids([]byte(readFileOr(main))), orphan) {
+		if time.Now().After(deadline) {
+			t.Fatalf("orphan %d not among the main thread's children %q", orphan, readFileOr(main))
+		}
+		time.Sleep(time.Millisecond) // polling the reparenting, which follows the leader's exit
+	}
+	if n, err := tr.Members(); err != nil || n != 1 {
+		t.Errorf("Members = %d, %v; want the orphan", n, err)
+	}
+	rep, err := tr.Kill()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Processes != 1 {
+		t.Errorf("Kill killed %d processes, want 1", rep.Processes)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	proctest.NoSurvivors(t, marker, time.Second)
+}
