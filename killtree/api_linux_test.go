@@ -158,18 +158,23 @@ func TestStartFailure(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer m.Close()
-			fds := proctest.FDCount(t)
+			fds := fdCount(t, m)
 			if _, err := m.Start(exec.Command(filepath.Join(t.TempDir(), "missing"))); err == nil {
 				t.Fatal("Start of a missing binary succeeded")
+			}
+			if got := fdCount(t, m); got != fds {
+				t.Errorf("fd count %d, want %d", got, fds)
+			}
+			// Close removes the containment prepared for the next command
+			// and the instance directory, not a leaf a failed Start left.
+			if err := m.Close(); err != nil {
+				t.Fatal(err)
 			}
 			for _, root := range findMounts().roots() {
 				leaves, _ := filepath.Glob(filepath.Join(root, safety.Name(), instance(), "[0-9]*"))
 				if len(leaves) > 0 {
 					t.Errorf("leaves left: %v", leaves)
 				}
-			}
-			if got := proctest.FDCount(t); got != fds {
-				t.Errorf("fd count %d, want %d", got, fds)
 			}
 		})
 	}

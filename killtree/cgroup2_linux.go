@@ -22,7 +22,7 @@ import (
 type cgroup2 struct {
 	dir    string
 	suffix string   // "/<parent>/<instance>/<id>"
-	fd     int      // O_PATH directory fd for CgroupFD; -1 once started
+	used   bool     // a command was started in it
 	v1     []v1leaf // hybrid hosts: the v1 pids leaf carrying pids.max
 
 	mu        sync.Mutex
@@ -38,7 +38,7 @@ func newCgroup2(mnt *mounts, cfg Config, inst, id string) (c *cgroup2, retErr er
 	if err != nil {
 		return nil, err
 	}
-	c = &cgroup2{dir: dir, suffix: "/" + rel, fd: -1}
+	c = &cgroup2{dir: dir, suffix: "/" + rel}
 	defer func() {
 		if retErr != nil {
 			retErr = errors.Join(retErr, c.destroy())
@@ -47,11 +47,6 @@ func newCgroup2(mnt *mounts, cfg Config, inst, id string) (c *cgroup2, retErr er
 	if err := c.limit(mnt, cfg, inst, rel); err != nil {
 		return nil, err
 	}
-	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, fmt.Errorf("killtree: open %s: %w", dir, err)
-	}
-	c.fd = fd
 	return c, nil
 }
 
@@ -118,17 +113,27 @@ func enableControllers(root, parent, inst string, ctrls []string) error {
 }
 
 func (c *cgroup2) start(cmd *exec.Cmd) error {
-	if c.fd < 0 {
+	return startInV1(c.v1, func() error { return c.startJoined(cmd) })
+}
+
+// startJoined starts cmd from the calling thread, which sits in v1Leaves.
+func (c *cgroup2) startJoined(cmd *exec.Cmd) error {
+	if c.used {
 		return fmt.Errorf("killtree: cgroup %s already used", c.dir)
 	}
+	c.used = true
+	fd, err := unix.Open(c.dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("killtree: open %s: %w", c.dir, err)
+	}
+	defer unix.Close(fd)
 	attr := setSession(cmd)
 	attr.UseCgroupFD = true
-	attr.CgroupFD = c.fd
-	err := startInV1(cmd, c.v1)
-	unix.Close(c.fd)
-	c.fd = -1
-	return err
+	attr.CgroupFD = fd
+	return cmd.Start()
 }
+
+func (c *cgroup2) v1Leaves() []v1leaf { return c.v1 }
 
 func (c *cgroup2) leafSuffix() string { return c.suffix }
 
@@ -167,10 +172,6 @@ func (c *cgroup2) destroy() error {
 		return nil
 	}
 	c.destroyed = true
-	if c.fd >= 0 {
-		unix.Close(c.fd)
-		c.fd = -1
-	}
 	errs := []error{rmLeaf(c.dir)}
 	for _, l := range c.v1 {
 		errs = append(errs, rmLeaf(l.dir))

@@ -7,10 +7,8 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -186,55 +184,74 @@ type v1leaf struct {
 	dir  string // the leaf
 }
 
-// startInV1 starts cmd with the calling thread moved into the v1 leaves.
-// cgroup v1 has no CLONE_INTO_CGROUP, but a child inherits the cgroups of
-// the thread that forks it, and os/exec forks on the thread of the calling
-// goroutine. So: lock a thread, write its TID into each leaf's tasks file,
-// start, and move the thread back to its original cgroups (from
-// /proc/thread-self/cgroup). The runtime never clones new threads from a
-// thread locked with LockOSThread (it uses its template thread instead), so
-// no runtime thread is born in a leaf. If the thread cannot be moved back,
-// the goroutine exits still locked and the runtime terminates that thread.
-func startInV1(cmd *exec.Cmd, leaves []v1leaf) error {
+// startInV1 runs start (which forks) with the calling thread moved into the
+// v1 leaves. cgroup v1 has no CLONE_INTO_CGROUP, but a child inherits the
+// cgroups of the thread that forks it, and os/exec forks on the thread of
+// the calling goroutine. So: lock a thread, move it into each leaf (see
+// thread), start, and move it back to its original cgroups. The
+// runtime never clones new threads from a thread locked with LockOSThread
+// (it uses its template thread instead), so no runtime thread is born in a
+// leaf. If the thread cannot be moved back, the goroutine exits still locked
+// and the runtime terminates that thread.
+func startInV1(leaves []v1leaf, start func() error) error {
 	if len(leaves) == 0 {
-		return cmd.Start()
+		return start()
 	}
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
-		tid := strconv.Itoa(unix.Gettid())
-		orig := threadCgroups()
-		var moved []v1leaf
-		restore := func() error {
-			var errs []error
-			for _, l := range moved {
-				p, ok := orig[l.ctrl]
-				if !ok {
-					errs = append(errs, fmt.Errorf("killtree: thread cgroup for %s unknown", l.ctrl))
-					continue
-				}
-				errs = append(errs, writeFile(filepath.Join(l.root, p, "tasks"), tid))
-			}
-			return errors.Join(errs...)
-		}
-		var err error
-		for _, l := range leaves {
-			if err = writeFile(filepath.Join(l.dir, "tasks"), tid); err != nil {
-				break
-			}
-			moved = append(moved, l)
-		}
+		th := lockedThread()
+		err := th.join(leaves)
 		if err == nil {
-			err = cmd.Start()
+			err = start()
 		}
-		if rerr := restore(); rerr != nil {
-			errc <- errors.Join(err, rerr)
+		if herr := th.goHome(leaves); herr != nil {
+			errc <- errors.Join(err, herr)
 			return // still locked: the runtime ends this thread
 		}
 		runtime.UnlockOSThread()
 		errc <- err
 	}()
 	return <-errc
+}
+
+// thread is the calling OS thread, locked by its goroutine, which moves
+// itself between cgroup v1 leaves. It writes "0" to the tasks files: the
+// kernel then moves the writing thread, and for the writer itself skips the
+// global threadgroup lock a move by TID takes (cgroup_procs_write_start),
+// whose writer side can wait for an RCU grace period.
+type thread struct {
+	home map[string]string // v1 controller -> the thread's cgroup when locked
+}
+
+// lockedThread describes the calling thread, which the caller has locked.
+func lockedThread() thread {
+	return thread{home: threadCgroups()}
+}
+
+// join moves the thread into every leaf.
+func (th thread) join(leaves []v1leaf) error {
+	for _, l := range leaves {
+		if err := writeFile(filepath.Join(l.dir, "tasks"), "0"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// goHome moves the thread back to its home cgroup in the hierarchies of
+// leaves.
+func (th thread) goHome(leaves []v1leaf) error {
+	var errs []error
+	for _, l := range leaves {
+		p, ok := th.home[l.ctrl]
+		if !ok {
+			errs = append(errs, fmt.Errorf("killtree: thread cgroup for %s unknown", l.ctrl))
+			continue
+		}
+		errs = append(errs, writeFile(filepath.Join(l.root, p, "tasks"), "0"))
+	}
+	return errors.Join(errs...)
 }
 
 // threadCgroups maps each v1 controller to the calling thread's cgroup path.

@@ -9,8 +9,9 @@
 //     (Manager.Start): the child is born inside its cgroup (clone3 with
 //     CLONE_INTO_CGROUP, or a fork from a thread already moved into the v1
 //     cgroups) or job object (created suspended, assigned, resumed).
-//   - A containment is single use: created for one command, destroyed by
-//     Tree.Close, never reused (see "Kernel facts").
+//   - A containment is single use: created for one command (on the cgroup
+//     tiers ahead of time, in the background, while the previous command
+//     runs), destroyed by Tree.Close, never reused (see "Kernel facts").
 //   - Tree.Kill returns only once the tree is confirmed empty: no live
 //     process of it is left, and every zombie it can attribute to the tree
 //     and that was reparented to this process is reaped. It never calls
@@ -21,8 +22,9 @@
 //     end of the command's output pipes is killed and counted as an escapee.
 //   - A supervisor that dies, even by SIGKILL, leaves no process of a running
 //     command alive for long: on Linux a watchdog process kills every
-//     registered containment when its pipe from the supervisor closes (under
-//     a second in the tests), and the next New kills and removes the
+//     containment of the instance, and every process carrying one of its
+//     tags, when its pipe from the supervisor closes (under a second in the
+//     tests), and the next New kills and removes the
 //     containments of dead instances; on Windows the job's kill-on-close
 //     does it.
 //   - A forced tier (Config.Tier, or CORRAL_CONTAINMENT) that does not work
@@ -55,7 +57,9 @@
 // the leader's process group (pidfd_send_signal with
 // PIDFD_SIGNAL_PROCESS_GROUP on Linux ≥ 6.9, else kill(-pgid) while the
 // leader is unreaped; both are atomic against fork inside the group), then
-// sweeps: one /proc pass per round, SIGSTOP every new member and scan again
+// sweeps: one pass per round over the leader's subtree and this process's
+// children (orphans land on its main thread), SIGSTOP every new member and
+// scan again
 // until none is new, SIGKILL them all, reap, and repeat until none is left.
 // A process belongs to the tree when it is the leader, shares its session or
 // group (or the session or group of a member seen earlier), was seen as a
@@ -89,5 +93,6 @@
 //
 // Manager and Tree are safe for concurrent use. Each Tree runs one goroutine
 // (the leader's exit watcher, waiting in the runtime's poller) that ends in
-// Tree.Close.
+// Tree.Close; on the cgroup tiers a Manager runs one more (the preparer of
+// the next containment) that ends in Manager.Close.
 package killtree

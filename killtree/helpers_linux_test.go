@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"testing"
 	"time"
 
 	"github.com/corral-sh/corral/internal/proctest"
@@ -87,4 +88,14 @@ func helperSupervise(args []string) int {
 	}
 	fmt.Printf("report %d %d %d\n", rep.Processes, rep.Escapees, int64(rep.Duration))
 	return 0
+}
+
+// fdCount counts this process's descriptors once m's preparer is idle (it
+// opens cgroup files while it prepares the next containment).
+func fdCount(t *testing.T, m *Manager) int {
+	t.Helper()
+	if m.plat.prep != nil {
+		m.plat.prep.idle()
+	}
+	return proctest.FDCount(t)
 }

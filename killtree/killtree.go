@@ -235,20 +235,19 @@ func (m *Manager) Start(cmd *exec.Cmd) (t *Tree, retErr error) {
 	if closed {
 		return nil, ErrClosed
 	}
-	id := strconv.FormatUint(treeSeq.Add(1), 10)
-	t = &Tree{m: m, cmd: cmd, tier: m.tier, id: id, tag: m.plat.instance + "." + id, exited: make(chan struct{})}
+	t = &Tree{m: m, cmd: cmd, tier: m.tier, exited: make(chan struct{})}
 	if cmd.Env == nil {
 		cmd.Env = os.Environ()
 	}
-	cmd.Env = append(cmd.Env, EnvTag+"="+t.tag)
-	c, err := m.plat.newContainment(id)
+	env := cmd.Env
+	c, err := m.plat.start(cmd, func(id string) {
+		t.id, t.tag = id, m.plat.instance+"."+id
+		cmd.Env = append(env, EnvTag+"="+t.tag)
+	})
 	if err != nil {
 		return nil, err
 	}
 	t.c = c
-	if err := c.start(cmd); err != nil {
-		return nil, errors.Join(err, c.destroy())
-	}
 	t.pid = cmd.Process.Pid
 	if err := t.afterStart(); err != nil {
 		_, kerr := t.Kill()
@@ -259,6 +258,31 @@ func (m *Manager) Start(cmd *exec.Cmd) (t *Tree, retErr error) {
 	m.trees[t] = struct{}{}
 	m.mu.Unlock()
 	return t, nil
+}
+
+// newID returns a fresh containment ID, unique in this process.
+func newID() string { return strconv.FormatUint(treeSeq.Add(1), 10) }
+
+// startFresh creates the containment of a new ID with newC, names the tree
+// after it (name sets the tree's ID and the command's tag) and starts cmd
+// inside it. On error the containment is destroyed.
+func startFresh(newC func(id string) (containment, error), cmd *exec.Cmd, name func(id string)) (containment, error) {
+	id := newID()
+	c, err := newC(id)
+	if err != nil {
+		return nil, err
+	}
+	return startIn(c, id, cmd, name)
+}
+
+// startIn names the tree after the containment's id and starts cmd in c. On
+// error c is destroyed.
+func startIn(c containment, id string, cmd *exec.Cmd, name func(id string)) (containment, error) {
+	name(id)
+	if err := c.start(cmd); err != nil {
+		return nil, errors.Join(err, c.destroy())
+	}
+	return c, nil
 }
 
 func (m *Manager) forget(t *Tree) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"strconv"
 	"sync"
 
@@ -51,6 +52,7 @@ type platform struct {
 	instance string
 	mnt      *mounts
 	wd       *watchdog
+	prep     *preparer // the cgroup tiers' next containment; nil on pgroup
 }
 
 func newPlatform(cfg Config, tier Tier) (*platform, error) {
@@ -59,14 +61,16 @@ func newPlatform(cfg Config, tier Tier) (*platform, error) {
 	}
 	p := &platform{cfg: cfg, tier: tier, instance: instance(), mnt: findMounts()}
 	sweepStale(p.mnt, cfg.CgroupParent)
-	if noWatchdog {
-		return p, nil
+	if !noWatchdog {
+		wd, err := startWatchdog(p.instance, p.mnt.instanceDirs(cfg.CgroupParent, p.instance))
+		if err != nil {
+			return nil, err
+		}
+		p.wd = wd
 	}
-	wd, err := startWatchdog(p.instance, p.mnt.instanceDirs(cfg.CgroupParent, p.instance))
-	if err != nil {
-		return nil, err
+	if tier == TierCgroup2 || tier == TierCgroup1 {
+		p.prep = newPreparer(p.newContainment)
 	}
-	p.wd = wd
 	return p, nil
 }
 
@@ -82,9 +86,23 @@ func (p *platform) newContainment(id string) (containment, error) {
 	return nil, fmt.Errorf("killtree: tier %s: %w", p.tier, ErrUnavailable)
 }
 
-// close stops the watchdog and removes this instance's directories when no
+// start starts cmd in a fresh containment: the one prepared in the
+// background on the cgroup tiers if it is ready, else one made now.
+func (p *platform) start(cmd *exec.Cmd, name func(id string)) (containment, error) {
+	if p.prep != nil {
+		if sp, ok := p.prep.take(); ok {
+			return startIn(sp.c, sp.id, cmd, name)
+		}
+	}
+	return startFresh(p.newContainment, cmd, name)
+}
+
+// close stops the preparer, the watchdog and removes this instance's directories when no
 // other Manager of this process still uses them.
 func (p *platform) close() error {
+	if p.prep != nil {
+		p.prep.close()
+	}
 	err := p.wd.close()
 	for _, d := range p.mnt.instanceDirs(p.cfg.CgroupParent, p.instance) {
 		if rerr := unix.Rmdir(d); rerr != nil && !errors.Is(rerr, unix.ENOENT) && !errors.Is(rerr, unix.EBUSY) && !errors.Is(rerr, unix.ENOTEMPTY) {

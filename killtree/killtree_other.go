@@ -5,6 +5,7 @@ package killtree
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"strconv"
 	"time"
 
@@ -57,7 +58,13 @@ func newPlatform(cfg Config, tier Tier) (*platform, error) {
 }
 
 func (p *platform) newContainment(id string) (containment, error) { return pgroupC{}, nil }
-func (p *platform) close() error                                  { return nil }
+
+// start starts cmd in a fresh containment (see startFresh).
+func (p *platform) start(cmd *exec.Cmd, name func(id string)) (containment, error) {
+	return startFresh(p.newContainment, cmd, name)
+}
+
+func (p *platform) close() error { return nil }
 
 // treeState remembers every process the sweeps attributed to the tree.
 type treeState struct {

@@ -51,6 +51,11 @@ func (p *platform) newContainment(id string) (containment, error) {
 	return &jobC{j: j}, nil
 }
 
+// start starts cmd in a fresh containment (see startFresh).
+func (p *platform) start(cmd *exec.Cmd, name func(id string)) (containment, error) {
+	return startFresh(p.newContainment, cmd, name)
+}
+
 func (p *platform) close() error { return nil }
 
 // jobC is the job tier's containment.

@@ -133,7 +133,7 @@ func TestMatrix(t *testing.T) {
 }
 
 func runScenario(t *testing.T, m *Manager, sc scenario, mig string) {
-	fds := proctest.FDCount(t)
+	fds := fdCount(t, m)
 	entry, marker := proctest.Marker(t)
 	t.Cleanup(func() { proctest.NoSurvivors(t, marker, 0) }) // runs after the kill cleanup below
 	r, w, err := os.Pipe()
@@ -231,7 +231,7 @@ func runScenario(t *testing.T, m *Manager, sc scenario, mig string) {
 	}
 	r.Close()
 	er.Close()
-	if got := proctest.FDCount(t); got != fds {
+	if got := fdCount(t, m); got != fds {
 		t.Errorf("fd count %d, want %d", got, fds)
 	}
 }

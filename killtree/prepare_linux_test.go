@@ -1,0 +1,94 @@
+package killtree
+
+import (
+	"errors"
+	"sync"
+	"testing"
+)
+
+// fakeC is a containment that records its destruction.
+type fakeC struct {
+	pgroupC
+	mu        sync.Mutex
+	destroyed int
+}
+
+func (f *fakeC) destroy() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.destroyed++
+	return nil
+}
+
+func TestPreparer(t *testing.T) {
+	var mu sync.Mutex
+	var made []*fakeC
+	p := newPreparer(func(id string) (containment, error) {
+		c := &fakeC{}
+		mu.Lock()
+		made = append(made, c)
+		mu.Unlock()
+		return c, nil
+	})
+	ids := map[string]bool{}
+	for range 5 {
+		p.idle() // a containment is ready now
+		sp, ok := p.take()
+		if !ok {
+			t.Fatal("nothing ready after idle")
+		}
+		if ids[sp.id] {
+			t.Fatalf("id %s handed out twice", sp.id)
+		}
+		ids[sp.id] = true
+	}
+	p.idle()
+	p.close()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(made) != 6 {
+		t.Fatalf("made %d containments, want 5 taken and 1 ready", len(made))
+	}
+	for i, c := range made {
+		want := 0
+		if i == len(made)-1 {
+			want = 1 // the one still held at close
+		}
+		if c.destroyed != want {
+			t.Errorf("containment %d destroyed %d times, want %d", i, c.destroyed, want)
+		}
+	}
+}
+
+// TestPreparerFailure: a preparer that cannot make a containment offers
+// none (Start then makes its own and reports why), does not spin, tries
+// again when a Start found nothing, and still closes.
+func TestPreparerFailure(t *testing.T) {
+	var mu sync.Mutex
+	calls, fail := 0, true
+	p := newPreparer(func(id string) (containment, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		if fail {
+			return nil, errors.New("mkdir: no space left on device")
+		}
+		return &fakeC{}, nil
+	})
+	defer p.close()
+	p.idle()
+	p.idle()
+	mu.Lock()
+	if calls != 1 {
+		t.Errorf("newC called %d times before any Start, want 1: the preparer spins on a failure", calls)
+	}
+	fail = false
+	mu.Unlock()
+	if _, ok := p.take(); ok {
+		t.Error("take offered a containment the preparer failed to make")
+	}
+	p.idle() // the miss above asked for another try
+	if _, ok := p.take(); !ok {
+		t.Error("nothing ready after the preparation works again")
+	}
+}
