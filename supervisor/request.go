@@ -3,8 +3,10 @@ package supervisor
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -204,47 +206,52 @@ var promptSuppression = []string{
 	"DEBIAN_FRONTEND=noninteractive",
 }
 
+// promptKeys are the names promptSuppression sets.
+var promptKeys = func() map[string]bool {
+	m := map[string]bool{}
+	for _, kv := range promptSuppression {
+		k, _, _ := strings.Cut(kv, "=")
+		m[k] = true
+	}
+	return m
+}()
+
 // environ builds the child's environment: the supervisor's own, minus the
 // scrubbed names, plus prompt suppression, plus the request's overrides,
 // minus its removals, plus the run marker. Scrubbed names never get through,
-// not even when the request sets them.
+// not even when the request sets them. It runs for every command, so it
+// filters one pass over the supervisor's environment instead of building a
+// map of it.
 func (s *Supervisor) environ(v validated, runID string) []string {
-	m := map[string]string{}
-	var order []string
-	set := func(k, val string) {
-		if _, ok := m[k]; !ok {
-			order = append(order, k)
-		}
-		m[k] = val
+	removed := func(k string) bool {
+		return slices.Contains(v.Unset, k) || slices.Contains(s.cfg.Scrub, k)
 	}
-	for _, kv := range os.Environ() {
-		if k, val, ok := strings.Cut(kv, "="); ok && k != "" {
-			set(k, val)
+	base := os.Environ()
+	env := make([]string, 0, len(base)+len(promptSuppression)+len(v.Env)+1)
+	for _, kv := range base {
+		k, _, ok := strings.Cut(kv, "=")
+		if !ok || k == "" || k == RunIDEnv || (promptKeys[k] && !s.cfg.NoPromptSuppression) {
+			continue
 		}
+		if _, set := v.Env[k]; set || removed(k) {
+			continue
+		}
+		env = append(env, kv)
 	}
 	if !s.cfg.NoPromptSuppression {
 		for _, kv := range promptSuppression {
-			k, val, _ := strings.Cut(kv, "=")
-			set(k, val)
+			k, _, _ := strings.Cut(kv, "=")
+			if _, set := v.Env[k]; !set && !removed(k) {
+				env = append(env, kv)
+			}
 		}
 	}
-	for k, val := range v.Env {
-		set(k, val)
-	}
-	for _, k := range v.Unset {
-		delete(m, k)
-	}
-	for _, k := range s.cfg.Scrub {
-		delete(m, k)
-	}
-	set(RunIDEnv, runID)
-	env := make([]string, 0, len(m))
-	for _, k := range order {
-		if val, ok := m[k]; ok {
-			env = append(env, k+"="+val)
+	for _, k := range slices.Sorted(maps.Keys(v.Env)) {
+		if k != RunIDEnv && !removed(k) {
+			env = append(env, k+"="+v.Env[k])
 		}
 	}
-	return env
+	return append(env, RunIDEnv+"="+runID)
 }
 
 // RunIDEnv is the variable every command finds its run ID in. It also marks

@@ -71,29 +71,26 @@ func (s *Supervisor) start(v validated) (_ *proc, retErr error) {
 			}
 		}
 	}()
-	pipe := func() (r, w *os.File, err error) {
-		r, w, err = os.Pipe()
+	pipe := func(newPipe func() (r, w *os.File, err error)) (r, w *os.File, err error) {
+		r, w, err = newPipe()
 		if err == nil {
 			closers = append(closers, r, w)
 		}
 		return r, w, err
 	}
-	rOut, wOut, err := pipe()
+	rOut, wOut, err := pipe(outputPipe)
 	if err != nil {
 		return nil, fmt.Errorf("supervisor: stdout pipe: %w", err)
 	}
-	rErr, wErr, err := pipe()
+	rErr, wErr, err := pipe(outputPipe)
 	if err != nil {
 		return nil, fmt.Errorf("supervisor: stderr pipe: %w", err)
 	}
-	var stdinR *os.File
-	if v.Stdin == nil && !v.interactive {
-		if stdinR, err = os.Open(os.DevNull); err != nil {
-			return nil, fmt.Errorf("supervisor: stdin: %w", err)
+	stdinR := s.devNull
+	if v.Stdin != nil || v.interactive {
+		if stdinR, p.stdinW, err = pipe(os.Pipe); err != nil {
+			return nil, fmt.Errorf("supervisor: stdin pipe: %w", err)
 		}
-		closers = append(closers, stdinR)
-	} else if stdinR, p.stdinW, err = pipe(); err != nil {
-		return nil, fmt.Errorf("supervisor: stdin pipe: %w", err)
 	}
 
 	cmd := exec.Command(s.shell, "-c", v.Command)
@@ -107,7 +104,9 @@ func (s *Supervisor) start(v validated) (_ *proc, retErr error) {
 	// The child has its copies; ours would keep the pipes from reaching EOF.
 	wOut.Close()
 	wErr.Close()
-	stdinR.Close()
+	if stdinR != s.devNull {
+		stdinR.Close()
+	}
 	p.cmd, p.tree, p.rOut, p.rErr = cmd, tree, rOut, rErr
 	tree.WatchPipes(rOut, rErr)
 	p.log.Debug().Int("pid", tree.Pid()).Str("tier", string(tree.Tier())).Msg("started")

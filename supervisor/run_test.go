@@ -475,3 +475,48 @@ func TestRunMany(t *testing.T) {
 		t.Errorf("descriptors grew from %d to %d", fds, got)
 	}
 }
+
+// TestEnvironRules checks environ's precedence rules one by one, and that no
+// name appears twice.
+func TestEnvironRules(t *testing.T) {
+	t.Setenv("PAGER", "less")
+	t.Setenv("CORRAL_TEST_KEEP", "1")
+	t.Setenv(RunIDEnv, "inherited-id")
+	tests := []struct {
+		name  string
+		cfg   Config
+		env   map[string]string
+		unset []string
+		want  map[string]string // name -> value, "" for absent
+	}{
+		{"suppression replaces the inherited value", Config{}, nil, nil,
+			map[string]string{"PAGER": "cat", "CORRAL_TEST_KEEP": "1", RunIDEnv: "run-1"}},
+		{"without suppression the inherited value stays", Config{NoPromptSuppression: true}, nil, nil,
+			map[string]string{"PAGER": "less", "EDITOR": os.Getenv("EDITOR")}},
+		{"a request cannot forge the run ID", Config{}, map[string]string{RunIDEnv: "forged"}, nil,
+			map[string]string{RunIDEnv: "run-1"}},
+		{"unset beats the request's own value", Config{}, map[string]string{"Y": "2"}, []string{"Y", "CORRAL_TEST_KEEP"},
+			map[string]string{"Y": "", "CORRAL_TEST_KEEP": ""}},
+		{"scrub beats everything", Config{Scrub: []string{"PAGER"}}, map[string]string{"PAGER": "more"}, nil,
+			map[string]string{"PAGER": ""}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &Supervisor{cfg: tc.cfg}
+			env := s.environ(validated{Request: Request{Env: tc.env, Unset: tc.unset}}, "run-1")
+			got := map[string]string{}
+			for _, kv := range env {
+				k, v, _ := strings.Cut(kv, "=")
+				if _, dup := got[k]; dup {
+					t.Errorf("%s appears twice", k)
+				}
+				got[k] = v
+			}
+			for k, want := range tc.want {
+				if got[k] != want {
+					t.Errorf("%s = %q, want %q", k, got[k], want)
+				}
+			}
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"sync"
 	"sync/atomic"
 
 	"github.com/corral-sh/corral/budget"
@@ -13,6 +14,12 @@ import (
 
 // readChunk is the size of one read from a pipe.
 const readChunk = 64 << 10
+
+// readBufs recycles the drains' read buffers. Without it every command
+// allocates two 64 KiB buffers (or, kept on the stack, grows both drain
+// goroutines' stacks past 64 KiB): for `true`, more than the rest of a run's
+// allocations together.
+var readBufs = sync.Pool{New: func() any { b := make([]byte, readChunk); return &b }}
 
 // retained keeps what the capture layer holds of one stream: the head
 // (capture.Head) for the head policy, the tail (ringtail.Tail) for the tail
@@ -93,7 +100,9 @@ func (r *retained) snapshot() ([]byte, budget.Counts) {
 // until the pipe is closed under it), then reports EOF to the live side and
 // closes done. It never stops early: past the ceiling the capture only counts.
 func drain(f *os.File, r *retained, l *live, idx int, done chan<- error) {
-	buf := make([]byte, readChunk)
+	bp := readBufs.Get().(*[]byte)
+	defer readBufs.Put(bp)
+	buf := *bp
 	var err error
 	for {
 		n, rerr := f.Read(buf)

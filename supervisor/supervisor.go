@@ -1,7 +1,9 @@
 package supervisor
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"sync/atomic"
 	"time"
@@ -89,6 +91,7 @@ type Supervisor struct {
 	liveCap    int64
 	trees      *killtree.Manager
 	spills     *spill.Store // nil when spills are disabled
+	devNull    *os.File     // every command's stdin unless it is given one
 	log        zerolog.Logger
 	seq        atomic.Uint64
 
@@ -152,11 +155,16 @@ func New(cfg Config) (*Supervisor, error) {
 	if cfg.DataDir != "" {
 		s.spills = spill.New(cfg.DataDir, spill.Options{MaxBytes: cfg.SpillMaxBytes})
 	}
-	trees, err := killtree.New(cfg.Containment)
+	devNull, err := os.Open(os.DevNull)
 	if err != nil {
 		return nil, fmt.Errorf("supervisor: %w", err)
 	}
-	s.trees = trees
+	trees, err := killtree.New(cfg.Containment)
+	if err != nil {
+		devNull.Close()
+		return nil, fmt.Errorf("supervisor: %w", err)
+	}
+	s.trees, s.devNull = trees, devNull
 	return s, nil
 }
 
@@ -174,5 +182,10 @@ func (s *Supervisor) Spills() *spill.Store { return s.spills }
 // fail. Idempotent.
 func (s *Supervisor) Close() error {
 	s.jobs.closeAll()
-	return s.trees.Close()
+	err := s.trees.Close()
+	// Close is idempotent; a second close of the file is ErrClosed.
+	if cerr := s.devNull.Close(); cerr != nil && !errors.Is(cerr, os.ErrClosed) {
+		err = errors.Join(err, cerr)
+	}
+	return err
 }
