@@ -227,3 +227,17 @@ func TestConcurrentTrees(t *testing.T) {
 		t.Errorf("zombies: %v", z)
 	}
 }
+
+func TestParseCgroupFile(t *testing.T) {
+	text := "12:pids:/corral/1-2/3\n11:cpu,cpuacct:/user.slice\n1:name=systemd:/init.scope\n0::/unified/x\n\nbroken\n"
+	got := parseCgroupFile(text)
+	want := map[string]string{"pids": "/corral/1-2/3", "cpu": "/user.slice", "cpuacct": "/user.slice", "name=systemd": "/init.scope"}
+	if len(got) != len(want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %q, want %q", k, got[k], v)
+		}
+	}
+}

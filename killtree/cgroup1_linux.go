@@ -82,6 +82,9 @@ func (c *cgroup1) procs() ([]int, error) {
 // kill freezes, kills every listed process, thaws, and repeats until the
 // freezer cgroup lists no process. It returns every PID it signalled.
 func (c *cgroup1) kill() ([]int, error) {
+	if pids, err := c.procs(); err == nil && len(pids) == 0 {
+		return nil, nil // empty: only a member could add one, by forking
+	}
 	c.blockForks()
 	seen := map[int]bool{}
 	var all []int

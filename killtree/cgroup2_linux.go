@@ -151,6 +151,11 @@ func (c *cgroup2) kill() ([]int, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(pids) == 0 {
+		// Nothing left to fork into it; an escapee that still could is
+		// the sweep's.
+		return nil, nil
+	}
 	if err := writeFile(filepath.Join(c.dir, "cgroup.kill"), "1"); err != nil {
 		return pids, err
 	}

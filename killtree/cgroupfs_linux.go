@@ -1,7 +1,6 @@
 package killtree
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -256,15 +255,30 @@ func (th thread) goHome(leaves []v1leaf) error {
 
 // threadCgroups maps each v1 controller to the calling thread's cgroup path.
 func threadCgroups() map[string]string {
-	out := map[string]string{}
-	sc := bufio.NewScanner(strings.NewReader(readFileOr("/proc/thread-self/cgroup")))
-	for sc.Scan() {
-		parts := strings.SplitN(sc.Text(), ":", 3)
-		if len(parts) != 3 || parts[1] == "" {
+	var buf [1024]byte
+	b, _ := readKernelFile("/proc/thread-self/cgroup", buf[:])
+	return parseCgroupFile(string(b))
+}
+
+// parseCgroupFile maps each v1 controller of a /proc/<pid>/cgroup text
+// ("ID:controller,...:path" lines) to its path.
+func parseCgroupFile(text string) map[string]string {
+	out := make(map[string]string, 16)
+	for text != "" {
+		var line string
+		line, text, _ = strings.Cut(text, "\n")
+		_, rest, ok := strings.Cut(line, ":")
+		if !ok {
 			continue
 		}
-		for _, c := range strings.Split(parts[1], ",") {
-			out[c] = parts[2]
+		ctrls, path, ok := strings.Cut(rest, ":")
+		if !ok || ctrls == "" {
+			continue
+		}
+		for ctrls != "" {
+			var c string
+			c, ctrls, _ = strings.Cut(ctrls, ",")
+			out[c] = path
 		}
 	}
 	return out

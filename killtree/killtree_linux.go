@@ -89,10 +89,12 @@ func (p *platform) newContainment(id string) (containment, error) {
 // start starts cmd in a fresh containment: the one prepared in the
 // background on the cgroup tiers if it is ready, else one made now.
 func (p *platform) start(cmd *exec.Cmd, name func(id string)) (containment, error) {
-	if p.prep != nil {
-		if sp, ok := p.prep.take(); ok {
-			return startIn(sp.c, sp.id, cmd, name)
-		}
+	if p.prep == nil {
+		return startFresh(p.newContainment, cmd, name)
+	}
+	defer p.prep.restock()
+	if sp := p.prep.take(); sp != nil {
+		return startIn(sp.c, sp.id, cmd, name)
 	}
 	return startFresh(p.newContainment, cmd, name)
 }

@@ -137,7 +137,7 @@ func inCgroup(pid int, leaf string) bool {
 // scanTree runs one pass over the processes that can belong to the tree (see
 // scanDescendants) and returns the tree's.
 func (t *Tree) scanTree() ([]proc, error) {
-	ps, err := scanDescendants(t.pid)
+	ps, err := scanDescendants(t.pid, t.leaderExited())
 	if err != nil {
 		return nil, fmt.Errorf("killtree: scan /proc: %w", err)
 	}

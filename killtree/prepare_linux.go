@@ -1,17 +1,23 @@
 package killtree
 
+import "sync"
+
 // preparer makes the next containment of a cgroup tier ahead of time, in the
 // background: the mkdirs and the limits (tens of microseconds of cgroupfs
 // work) then happen while the previous command runs, off the next one's
 // start. A Start takes the prepared containment if one is ready and makes
 // its own otherwise; either way the containment is fresh and single-use.
+// The preparer is asked to restock after a start is done, not when the
+// containment is taken, so that it does not compete with the start itself.
 type preparer struct {
 	newC   func(id string) (containment, error)
-	ready  chan spare         // unbuffered: the preparer waits in the send
-	settle chan chan struct{} // answered once a containment is ready
-	kick   chan struct{}      // buffered 1: a Start found nothing ready
+	kick   chan struct{}      // buffered 1: make a containment if none is ready
+	settle chan chan struct{} // answered when idle
 	quit   chan struct{}
 	done   chan struct{} // closed when run returned
+
+	mu   sync.Mutex
+	next *spare // guarded by mu
 }
 
 // spare is a prepared containment and its ID.
@@ -21,80 +27,77 @@ type spare struct {
 }
 
 func newPreparer(newC func(id string) (containment, error)) *preparer {
-	p := &preparer{newC: newC, ready: make(chan spare), settle: make(chan chan struct{}),
-		kick: make(chan struct{}, 1),
+	p := &preparer{newC: newC, kick: make(chan struct{}, 1), settle: make(chan chan struct{}),
 		quit: make(chan struct{}), done: make(chan struct{})}
+	p.restock()
 	go p.run()
 	return p
 }
 
 func (p *preparer) run() {
 	defer close(p.done)
-	for {
-		sp := spare{id: newID()}
-		c, err := p.newC(sp.id)
-		if err != nil {
-			// Start makes its own and reports the reason. Try again at
-			// the next Start rather than spin on a failing mkdir.
-			if !p.waitKick() {
-				return
-			}
-			continue
+	defer func() {
+		if sp := p.take(); sp != nil {
+			_ = sp.c.destroy()
 		}
-		sp.c = c
-		if !p.offer(sp) {
-			_ = c.destroy()
+	}()
+	for {
+		select {
+		case <-p.kick:
+			p.fill()
+		case ack := <-p.settle:
+			select {
+			case <-p.kick:
+				p.fill()
+			default:
+			}
+			close(ack)
+		case <-p.quit:
 			return
 		}
 	}
 }
 
-// offer waits until a Start takes sp, answering settle requests meanwhile;
-// false means quit.
-func (p *preparer) offer(sp spare) bool {
-	for {
-		select {
-		case p.ready <- sp:
-			return true
-		case ack := <-p.settle:
-			close(ack)
-		case <-p.quit:
-			return false
-		}
+// fill makes a containment if none is ready. On failure Start makes its own
+// and reports the reason; the next restock tries again, so a failing mkdir
+// is never retried in a loop.
+func (p *preparer) fill() {
+	p.mu.Lock()
+	ready := p.next != nil
+	p.mu.Unlock()
+	if ready {
+		return
 	}
+	sp := &spare{id: newID()}
+	c, err := p.newC(sp.id)
+	if err != nil {
+		return
+	}
+	sp.c = c
+	p.mu.Lock()
+	p.next = sp
+	p.mu.Unlock()
 }
 
-// waitKick waits for a Start that found nothing ready, answering settle
-// requests meanwhile; false means quit.
-func (p *preparer) waitKick() bool {
-	for {
-		select {
-		case <-p.kick:
-			return true
-		case ack := <-p.settle:
-			close(ack)
-		case <-p.quit:
-			return false
-		}
-	}
+// take returns the prepared containment, or nil when none is ready.
+func (p *preparer) take() *spare {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	sp := p.next
+	p.next = nil
+	return sp
 }
 
-// take returns the prepared containment, if one is ready.
-func (p *preparer) take() (spare, bool) {
+// restock asks for a containment to be made if none is ready.
+func (p *preparer) restock() {
 	select {
-	case sp := <-p.ready:
-		return sp, true
+	case p.kick <- struct{}{}:
 	default:
-		select {
-		case p.kick <- struct{}{}:
-		default:
-		}
-		return spare{}, false
 	}
 }
 
-// idle returns once the preparer waits with a containment ready (or after a
-// failure to make one): nothing of it is in flight (tests count descriptors).
+// idle returns once the preparer has nothing in flight (tests count
+// descriptors and leaves).
 func (p *preparer) idle() {
 	ack := make(chan struct{})
 	select {

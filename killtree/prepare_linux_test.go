@@ -33,14 +33,18 @@ func TestPreparer(t *testing.T) {
 	ids := map[string]bool{}
 	for range 5 {
 		p.idle() // a containment is ready now
-		sp, ok := p.take()
-		if !ok {
+		sp := p.take()
+		if sp == nil {
 			t.Fatal("nothing ready after idle")
 		}
 		if ids[sp.id] {
 			t.Fatalf("id %s handed out twice", sp.id)
 		}
 		ids[sp.id] = true
+		if p.take() != nil {
+			t.Fatal("a second containment was ready before a restock")
+		}
+		p.restock()
 	}
 	p.idle()
 	p.close()
@@ -62,7 +66,7 @@ func TestPreparer(t *testing.T) {
 
 // TestPreparerFailure: a preparer that cannot make a containment offers
 // none (Start then makes its own and reports why), does not spin, tries
-// again when a Start found nothing, and still closes.
+// again at the next restock, and still closes.
 func TestPreparerFailure(t *testing.T) {
 	var mu sync.Mutex
 	calls, fail := 0, true
@@ -80,15 +84,16 @@ func TestPreparerFailure(t *testing.T) {
 	p.idle()
 	mu.Lock()
 	if calls != 1 {
-		t.Errorf("newC called %d times before any Start, want 1: the preparer spins on a failure", calls)
+		t.Errorf("newC called %d times before any restock, want 1: the preparer spins on a failure", calls)
 	}
 	fail = false
 	mu.Unlock()
-	if _, ok := p.take(); ok {
+	if p.take() != nil {
 		t.Error("take offered a containment the preparer failed to make")
 	}
-	p.idle() // the miss above asked for another try
-	if _, ok := p.take(); !ok {
+	p.restock() // what Start does after starting
+	p.idle()
+	if p.take() == nil {
 		t.Error("nothing ready after the preparation works again")
 	}
 }

@@ -67,13 +67,14 @@ var (
 // 3.19), and the main thread of a Go program lives as long as the process.
 // Children forked by another thread are the trees' leaders and watchdogs,
 // which are known, and whatever other code in this process started, which no
-// tree claims. The leader's own subtree is walked from the leader.
+// tree claims. The leader's own subtree is walked from the leader; once the
+// leader has exited it is an unreaped zombie and is not read at all.
 //
 // The kernel calls the children files imprecise while the tree changes
 // (Documentation/filesystems/proc.rst); the sweeps stop the members and scan
 // again until nothing new appears, which is the remedy the document names.
 // Without CONFIG_PROC_CHILDREN it falls back to a full /proc pass.
-func scanDescendants(leader int) ([]proc, error) {
+func scanDescendants(leader int, leaderExited bool) ([]proc, error) {
 	self := os.Getpid()
 	childrenOnce.Do(func() {
 		_, err := os.Stat("/proc/self/task/" + strconv.Itoa(self) + "/children")
@@ -84,8 +85,15 @@ func scanDescendants(leader int) ([]proc, error) {
 	}
 	buf := make([]byte, 1024)
 	var out []proc
-	queue := append(childrenOf(self, 1, buf), leader)
+	queue := childrenOf(self, 1, buf)
 	seen := map[int]bool{}
+	if leaderExited {
+		// An unreaped zombie whose children went to the main thread at
+		// its exit: nothing to read and nothing it could claim.
+		seen[leader] = true
+	} else {
+		queue = append(queue, leader)
+	}
 	for len(queue) > 0 {
 		pid := queue[len(queue)-1]
 		queue = queue[:len(queue)-1]
