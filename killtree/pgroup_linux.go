@@ -244,8 +244,9 @@ func (t *Tree) kill(deadline time.Time) (Report, error) {
 	// SIGKILL (research §2.1), so the sweep below scans a group that stands
 	// still and can count it.
 	_ = t.signalGroup(unix.SIGSTOP) // ESRCH: empty group
-	// 3. Wait for the containment to empty (no-op for pgroup).
-	if cerr == nil {
+	// 3. Wait for the containment to empty (no-op for pgroup, and when the
+	// containment listed no one).
+	if cerr == nil && len(pids) > 0 {
 		cerr = t.waitContainment(deadline)
 	}
 	// 4. Sweeps until no live process and no reapable zombie is left.

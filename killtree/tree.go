@@ -90,6 +90,11 @@ func (t *Tree) Terminate() (int, error) {
 // on cgroup.events through inotify, then the baseline; pgroup: /proc scans
 // with a short backoff), or ctx.Err().
 func (t *Tree) WaitEmpty(ctx context.Context) error {
+	// Most trees are empty when asked (the shell exited alone): one look
+	// before arming the containment's wait.
+	if n, err := t.Members(); err != nil || n == 0 {
+		return err
+	}
 	if err := t.c.waitEmpty(ctx); err != nil {
 		return err
 	}
