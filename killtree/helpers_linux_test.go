@@ -90,12 +90,17 @@ func helperSupervise(args []string) int {
 	return 0
 }
 
-// fdCount counts this process's descriptors once m's preparer is idle (it
-// opens cgroup files while it prepares the next containment).
-func fdCount(t *testing.T, m *Manager) int {
-	t.Helper()
+// settle waits until m's preparer is idle: the containments of closed trees
+// removed and the next one made (it opens cgroup files meanwhile).
+func settle(m *Manager) {
 	if m.plat.prep != nil {
 		m.plat.prep.idle()
 	}
+}
+
+// fdCount counts this process's descriptors once m is settled.
+func fdCount(t *testing.T, m *Manager) int {
+	t.Helper()
+	settle(m)
 	return proctest.FDCount(t)
 }

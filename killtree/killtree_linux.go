@@ -99,13 +99,23 @@ func (p *platform) start(cmd *exec.Cmd, name func(id string)) (containment, erro
 	return startFresh(p.newContainment, cmd, name)
 }
 
+// destroy removes a closed tree's containment: in the background when Kill
+// confirmed the tree empty and a preparer runs, else now.
+func (p *platform) destroy(c containment, empty bool) error {
+	if p.prep != nil && empty {
+		return p.prep.remove(c)
+	}
+	return c.destroy()
+}
+
 // close stops the preparer, the watchdog and removes this instance's directories when no
 // other Manager of this process still uses them.
 func (p *platform) close() error {
+	var err error
 	if p.prep != nil {
-		p.prep.close()
+		err = p.prep.close()
 	}
-	err := p.wd.close()
+	err = errors.Join(err, p.wd.close())
 	for _, d := range p.mnt.instanceDirs(p.cfg.CgroupParent, p.instance) {
 		if rerr := unix.Rmdir(d); rerr != nil && !errors.Is(rerr, unix.ENOENT) && !errors.Is(rerr, unix.EBUSY) && !errors.Is(rerr, unix.ENOTEMPTY) {
 			err = errors.Join(err, fmt.Errorf("killtree: rmdir %s: %w", d, rerr))

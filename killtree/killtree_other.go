@@ -64,6 +64,9 @@ func (p *platform) start(cmd *exec.Cmd, name func(id string)) (containment, erro
 	return startFresh(p.newContainment, cmd, name)
 }
 
+// destroy removes a closed tree's containment.
+func (p *platform) destroy(c containment, empty bool) error { return c.destroy() }
+
 func (p *platform) close() error { return nil }
 
 // treeState remembers every process the sweeps attributed to the tree.

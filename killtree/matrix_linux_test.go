@@ -221,6 +221,7 @@ func runScenario(t *testing.T, m *Manager, sc scenario, mig string) {
 	if err := tr.Close(); err != nil {
 		t.Errorf("Close: %v", err)
 	}
+	settle(m) // the cgroups of an emptied tree go in the background
 	for _, d := range dirs {
 		if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("cgroup %s still there (%v)", d, err)

@@ -13,8 +13,41 @@ import (
 )
 
 // ownChildren holds the PIDs of this process's own children that no tree may
-// claim or reap: every tree leader (os/exec reaps it) and every watchdog.
-var ownChildren sync.Map // pid -> struct{}
+// claim or reap: every tree leader (os/exec reaps it) and every watchdog. A
+// leader's entry holds its pidfd: once os/exec has reaped the leader, its PID
+// can be recycled before Tree.Close removes the entry (on a busy machine with
+// pid_max 32768 that happens within seconds), and the process that got it
+// is not the leader (see ownedElsewhere).
+var ownChildren sync.Map // pid -> *os.File (a leader's pidfd) or struct{} (a watchdog)
+
+// ownedElsewhere reports whether pid is a child of ours that no tree may
+// claim or reap: a watchdog, or a tree's leader not yet reaped.
+func ownedElsewhere(pid int) bool {
+	v, ok := ownChildren.Load(pid)
+	if !ok {
+		return false
+	}
+	f, ok := v.(*os.File)
+	return !ok || !reaped(f)
+}
+
+// reaped reports whether the process of pidfd f has been reaped, or f is
+// closed (its tree is closed, which is after the reap).
+func reaped(f *os.File) bool {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return true
+	}
+	gone := true
+	if err := rc.Control(func(fd uintptr) {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_PIDFD, int(fd), &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+		gone = errors.Is(err, unix.ECHILD)
+	}); err != nil {
+		return true
+	}
+	return gone
+}
 
 // treeState is the Linux baseline's memory of a tree.
 type treeState struct {
@@ -68,7 +101,7 @@ func (t *Tree) attribute(ps []proc) []proc {
 		queue = queue[:len(queue)-1]
 		for _, c := range children[pid] {
 			if !in[c] && c != self {
-				if _, own := ownChildren.Load(c); own && c != t.pid {
+				if c != t.pid && ownedElsewhere(c) {
 					continue
 				}
 				in[c] = true
@@ -99,7 +132,7 @@ func (t *Tree) isRoot(p proc, self, selfSid int, envKV string) bool {
 	if p.pid == t.pid || p.sid == t.pid || p.pgid == t.pid {
 		return true
 	}
-	if _, own := ownChildren.Load(p.pid); own {
+	if ownedElsewhere(p.pid) {
 		return false
 	}
 	if s, ok := st.seen[p.pid]; ok && s == p.start {

@@ -36,10 +36,10 @@ func pidfdGroupSignal() bool {
 
 // afterStart runs right after cmd.Start: nobody can have reaped the leader
 // yet (only the caller's cmd.Wait does, after Start returns), so pidfd_open
-// on its PID is race-free. The pidfd pins the leader's struct pid, so its
-// number and its group ID cannot be reused while we hold it.
+// on its PID is race-free. The pidfd refers to this leader for good: once
+// the caller has reaped it its number may be recycled, but the pidfd never
+// refers to the process that gets it.
 func (t *Tree) afterStart() error {
-	ownChildren.Store(t.pid, struct{}{})
 	t.st.seen = map[int]uint64{}
 	t.st.groups = map[int]bool{}
 	t.st.dead = map[int]bool{}
@@ -52,6 +52,7 @@ func (t *Tree) afterStart() error {
 	}
 	f := os.NewFile(uintptr(fd), "pidfd")
 	t.st.pidfd = f
+	ownChildren.Store(t.pid, f)
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return fmt.Errorf("killtree: pidfd: %w", err)

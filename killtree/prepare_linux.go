@@ -1,6 +1,9 @@
 package killtree
 
-import "sync"
+import (
+	"errors"
+	"sync"
+)
 
 // preparer makes the next containment of a cgroup tier ahead of time, in the
 // background: the mkdirs and the limits (tens of microseconds of cgroupfs
@@ -9,6 +12,11 @@ import "sync"
 // its own otherwise; either way the containment is fresh and single-use.
 // The preparer is asked to restock after a start is done, not when the
 // containment is taken, so that it does not compete with the start itself.
+//
+// It also removes the containments of closed trees that Kill confirmed
+// empty: the rmdirs (tens of microseconds each, one per hierarchy) then
+// happen after Tree.Close returns. Removal failures are kept for
+// Manager.Close.
 type preparer struct {
 	newC   func(id string) (containment, error)
 	kick   chan struct{}      // buffered 1: make a containment if none is ready
@@ -16,8 +24,11 @@ type preparer struct {
 	quit   chan struct{}
 	done   chan struct{} // closed when run returned
 
-	mu   sync.Mutex
-	next *spare // guarded by mu
+	mu       sync.Mutex
+	next     *spare        // guarded by mu
+	removals []containment // guarded by mu
+	errs     []error       // removal failures; guarded by mu
+	stopped  bool          // run returned: remove destroys at once; guarded by mu
 }
 
 // spare is a prepared containment and its ID.
@@ -37,6 +48,10 @@ func newPreparer(newC func(id string) (containment, error)) *preparer {
 func (p *preparer) run() {
 	defer close(p.done)
 	defer func() {
+		p.mu.Lock()
+		p.stopped = true
+		p.mu.Unlock()
+		p.removeAll()
 		if sp := p.take(); sp != nil {
 			_ = sp.c.destroy()
 		}
@@ -44,16 +59,47 @@ func (p *preparer) run() {
 	for {
 		select {
 		case <-p.kick:
+			p.removeAll()
 			p.fill()
 		case ack := <-p.settle:
 			select {
 			case <-p.kick:
+				p.removeAll()
 				p.fill()
 			default:
 			}
 			close(ack)
 		case <-p.quit:
 			return
+		}
+	}
+}
+
+// remove queues c, confirmed empty, for removal; once the preparer has
+// stopped it removes c at once.
+func (p *preparer) remove(c containment) error {
+	p.mu.Lock()
+	if p.stopped {
+		p.mu.Unlock()
+		return c.destroy()
+	}
+	p.removals = append(p.removals, c)
+	p.mu.Unlock()
+	p.restock()
+	return nil
+}
+
+// removeAll removes the queued containments.
+func (p *preparer) removeAll() {
+	p.mu.Lock()
+	cs := p.removals
+	p.removals = nil
+	p.mu.Unlock()
+	for _, c := range cs {
+		if err := c.destroy(); err != nil {
+			p.mu.Lock()
+			p.errs = append(p.errs, err)
+			p.mu.Unlock()
 		}
 	}
 }
@@ -88,7 +134,8 @@ func (p *preparer) take() *spare {
 	return sp
 }
 
-// restock asks for a containment to be made if none is ready.
+// restock asks for a containment to be made if none is ready (and for the
+// queued removals).
 func (p *preparer) restock() {
 	select {
 	case p.kick <- struct{}{}:
@@ -96,8 +143,8 @@ func (p *preparer) restock() {
 	}
 }
 
-// idle returns once the preparer has nothing in flight (tests count
-// descriptors and leaves).
+// idle returns once the preparer has nothing in flight: queued removals done
+// and the next containment made (tests count descriptors and leaves).
 func (p *preparer) idle() {
 	ack := make(chan struct{})
 	select {
@@ -107,8 +154,12 @@ func (p *preparer) idle() {
 	}
 }
 
-// close stops the preparer and removes the containment it holds.
-func (p *preparer) close() {
+// close stops the preparer, removes what is queued and the containment it
+// holds, and returns the removal failures.
+func (p *preparer) close() error {
 	close(p.quit)
 	<-p.done
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return errors.Join(p.errs...)
 }

@@ -11,13 +11,20 @@ type fakeC struct {
 	pgroupC
 	mu        sync.Mutex
 	destroyed int
+	err       error // what destroy returns
 }
 
 func (f *fakeC) destroy() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.destroyed++
-	return nil
+	return f.err
+}
+
+func (f *fakeC) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.destroyed
 }
 
 func TestPreparer(t *testing.T) {
@@ -95,5 +102,30 @@ func TestPreparerFailure(t *testing.T) {
 	p.idle()
 	if p.take() == nil {
 		t.Error("nothing ready after the preparation works again")
+	}
+}
+
+// TestPreparerRemovals: queued removals happen in the background before
+// idle returns, a failure is reported by close, and a removal queued after
+// close happens at once.
+func TestPreparerRemovals(t *testing.T) {
+	p := newPreparer(func(id string) (containment, error) { return &fakeC{}, nil })
+	ok, bad := &fakeC{}, &fakeC{err: errors.New("rmdir: device or resource busy")}
+	if err := p.remove(ok); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.remove(bad); err != nil {
+		t.Fatal(err)
+	}
+	p.idle()
+	if ok.count() != 1 || bad.count() != 1 {
+		t.Errorf("destroyed %d and %d times after idle, want 1 and 1", ok.count(), bad.count())
+	}
+	if err := p.close(); err == nil || err.Error() != bad.err.Error() {
+		t.Errorf("close = %v, want the failed removal", err)
+	}
+	late := &fakeC{}
+	if err := p.remove(late); err != nil || late.count() != 1 {
+		t.Errorf("remove after close: %v, destroyed %d times; want at once", err, late.count())
 	}
 }

@@ -101,7 +101,7 @@ func scanDescendants(leader int, leaderExited bool) ([]proc, error) {
 			continue
 		}
 		seen[pid] = true
-		if _, own := ownChildren.Load(pid); own && pid != leader {
+		if pid != leader && ownedElsewhere(pid) {
 			continue
 		}
 		p, ok := readStat(pid, buf)

@@ -57,6 +57,5 @@ func (t *Tree) ours(p proc) bool {
 	if !p.zombie() || p.ppid != os.Getpid() || p.pid == t.pid {
 		return false
 	}
-	_, own := ownChildren.Load(p.pid)
-	return !own
+	return !ownedElsewhere(p.pid)
 }

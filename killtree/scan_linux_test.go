@@ -105,3 +105,38 @@ func TestOrphanOfNonMainThread(t *testing.T) {
 	}
 	proctest.NoSurvivors(t, marker, time.Second)
 }
+
+// TestOwnedElsewhereAfterReap: a leader's entry in ownChildren keeps other
+// trees off its PID only until the leader is reaped; after that the PID may
+// belong to any process, which trees may claim and reap again.
+func TestOwnedElsewhereAfterReap(t *testing.T) {
+	cmd := exec.Command(trueBinary())
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := unix.PidfdOpen(cmd.Process.Pid, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := os.NewFile(uintptr(fd), "pidfd")
+	const key = 1 << 30 // no real PID: the entry stands for a recycled one
+	ownChildren.Store(key, f)
+	defer ownChildren.Delete(key)
+	if !ownedElsewhere(key) {
+		t.Error("the entry of a leader not yet reaped does not keep trees off")
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if ownedElsewhere(key) {
+		t.Error("the entry of a reaped leader still keeps trees off its (recycled) PID")
+	}
+	f.Close()
+	if ownedElsewhere(key) {
+		t.Error("the entry of a closed tree still keeps trees off")
+	}
+	ownChildren.Store(key, struct{}{}) // a watchdog's
+	if !ownedElsewhere(key) {
+		t.Error("a watchdog's entry does not keep trees off")
+	}
+}

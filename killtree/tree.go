@@ -166,7 +166,10 @@ func (t *Tree) KillPipeHolders() (int, error) {
 // Close destroys the containment (removes the cgroup, closes descriptors and
 // handles) and forgets the tree. If Kill has not confirmed the tree empty,
 // Close kills it first, so a containment is never left populated. It is
-// idempotent. A containment is never reused.
+// idempotent. A containment is never reused. On the cgroup tiers the empty
+// cgroup directories of a tree that Kill confirmed empty are removed in the
+// Manager's background goroutine, after Close returns; Manager.Close waits
+// for them and reports a removal that failed.
 func (t *Tree) Close() error {
 	t.mu.Lock()
 	if t.closed {
@@ -189,8 +192,9 @@ func (t *Tree) Close() error {
 		return nil
 	}
 	t.closed = true
+	empty = t.empty
 	t.mu.Unlock()
-	errs = append(errs, t.c.destroy(), t.release())
+	errs = append(errs, t.m.plat.destroy(t.c, empty), t.release())
 	t.wg.Wait()
 	t.m.forget(t)
 	return errors.Join(errs...)
