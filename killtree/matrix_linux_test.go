@@ -84,6 +84,12 @@ func scenarios() []scenario {
 		{name: "migrate", script: func(mig string) string {
 			return "(echo $BASHPID > " + mig + "/cgroup.procs && " + sleep + ") & sleep 0.2; echo ready; wait"
 		}, ready: 1, minKilled: 2, escapees: 1, cgroupOnly: true},
+		// The shell exits and leaves its cgroup empty, but a child that
+		// left the cgroup lives on: Members after the exit must not
+		// take the tree for gone, and Kill must still find the escapee.
+		{name: "migrate-exited", script: func(mig string) string {
+			return "(echo $BASHPID > " + mig + "/cgroup.procs && " + sleep + ") & sleep 0.2; echo ready"
+		}, ready: 1, exited: true, minKilled: 1, escapees: 1, cgroupOnly: true},
 	}
 }
 
@@ -177,6 +183,11 @@ func runScenario(t *testing.T, m *Manager, sc scenario, mig string) {
 		case <-tr.Exited():
 		case <-time.After(10 * time.Second):
 			t.Fatal("shell did not exit")
+		}
+		// What the supervisor does after the shell exits; on an empty
+		// tree it lets Kill skip its sweep.
+		if _, err := tr.Members(); err != nil {
+			t.Fatalf("Members: %v", err)
 		}
 	}
 	if sc.members > 0 {

@@ -57,7 +57,8 @@ type treeState struct {
 	cgLeaf string         // cgroup path suffix (relative), for zombie attribution; "" on pgroup
 	dead   map[int]bool   // PIDs the containment kill listed: their zombies are ours to reap
 	// gone records that a scan begun after the leader's exit found no live
-	// member and no zombie of ours to reap. That state is final (only a
+	// member (and, on the cgroup tiers, an empty cgroup and nothing that
+	// left it) and no zombie of ours to reap. That state is final (only a
 	// live member can add one), so Kill has nothing left to do.
 	gone bool
 }
@@ -197,21 +198,19 @@ func (t *Tree) live(ps []proc) []int {
 // Kill's sweep and reported as escapees. On pgroup it is the descendants the
 // baseline attributes to the tree.
 func (t *Tree) members() ([]int, error) {
+	exited := t.leaderExited() // before any listing: a live leader can still fork
 	cp, err := t.c.procs()
 	if err != nil {
 		return nil, err
 	}
 	if t.tier == TierPgroup {
-		exited := t.leaderExited()
 		ps, err := t.scanTree()
 		if err != nil {
 			return nil, err
 		}
 		live := t.live(ps)
 		if exited && len(live) == 0 && !t.reapable(ps) {
-			t.mu.Lock()
-			t.st.gone = true
-			t.mu.Unlock()
+			t.markGone()
 		}
 		cp = append(cp, live...)
 	} else {
@@ -223,8 +222,24 @@ func (t *Tree) members() ([]int, error) {
 			t.st.dead[p] = true
 		}
 		t.mu.Unlock()
+		if exited && len(cp) == 0 {
+			// The cgroup is empty for good. One scan tells whether
+			// anything left it or is left to reap; if not, the tree is
+			// gone and Kill has nothing to do. Escapees stay Kill's to
+			// find and count, as they are not counted here.
+			if ps, err := t.scanTree(); err == nil && len(t.live(ps)) == 0 && !t.reapable(ps) {
+				t.markGone()
+			}
+		}
 	}
 	return t.liveMembers(cp), nil
+}
+
+// markGone records that the tree is empty for good (see treeState.gone).
+func (t *Tree) markGone() {
+	t.mu.Lock()
+	t.st.gone = true
+	t.mu.Unlock()
 }
 
 func (t *Tree) terminate() (int, error) {
