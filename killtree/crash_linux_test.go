@@ -85,7 +85,9 @@ func TestStaleSweep(t *testing.T) {
 				t.Fatal(err)
 			}
 			_ = sup.Wait() // killed by the test
-			defer reapOrphans(t, 0) // even when the control fails
+			// Reap the orphans even when the control fails, so that
+			// their zombies do not fail the tests after this one.
+			defer reapOrphans(t, 0)
 			// A process in the middle of an exec shows no environment for
 			// a moment, so the oracle may miss it: look for a second.
 			before := proctest.Survivors(marker)
