@@ -70,8 +70,9 @@ func (t *Tree) leaderExited() bool {
 
 // Members returns how many live processes the tree holds, the exited leader
 // and zombies excluded. On the cgroup tiers it counts the cgroup's processes
-// plus descendants that left it; on pgroup the processes the baseline
-// attributes to the tree (see doc.go).
+// (one read, which a fork bomb cannot starve; processes that left the cgroup
+// are Kill's to find and count as escapees); on pgroup the processes the
+// baseline attributes to the tree (see doc.go).
 func (t *Tree) Members() (int, error) {
 	pids, err := t.members()
 	return len(pids), err
