@@ -62,16 +62,9 @@ func newCgroup1(mnt *mounts, cfg Config, inst, id string) (c *cgroup1, retErr er
 }
 
 func (c *cgroup1) start(cmd *exec.Cmd) error {
-	return startInV1(c.leaves, func() error { return c.startJoined(cmd) })
-}
-
-// startJoined starts cmd from the calling thread, which sits in v1Leaves.
-func (c *cgroup1) startJoined(cmd *exec.Cmd) error {
 	setSession(cmd)
-	return cmd.Start()
+	return startInV1(c.leaves, cmd.Start)
 }
-
-func (c *cgroup1) v1Leaves() []v1leaf { return c.leaves }
 
 func (c *cgroup1) leafSuffix() string { return c.suffix }
 

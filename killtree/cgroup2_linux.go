@@ -113,11 +113,6 @@ func enableControllers(root, parent, inst string, ctrls []string) error {
 }
 
 func (c *cgroup2) start(cmd *exec.Cmd) error {
-	return startInV1(c.v1, func() error { return c.startJoined(cmd) })
-}
-
-// startJoined starts cmd from the calling thread, which sits in v1Leaves.
-func (c *cgroup2) startJoined(cmd *exec.Cmd) error {
 	if c.used {
 		return fmt.Errorf("killtree: cgroup %s already used", c.dir)
 	}
@@ -130,10 +125,8 @@ func (c *cgroup2) startJoined(cmd *exec.Cmd) error {
 	attr := setSession(cmd)
 	attr.UseCgroupFD = true
 	attr.CgroupFD = fd
-	return cmd.Start()
+	return startInV1(c.v1, cmd.Start)
 }
-
-func (c *cgroup2) v1Leaves() []v1leaf { return c.v1 }
 
 func (c *cgroup2) leafSuffix() string { return c.suffix }
 
