@@ -108,8 +108,8 @@ func (p *platform) destroy(c containment, empty bool) error {
 	return c.destroy()
 }
 
-// close stops the preparer, the watchdog and removes this instance's directories when no
-// other Manager of this process still uses them.
+// close stops the preparer and the watchdog, and removes this instance's
+// directories when no other Manager of this process still uses them.
 func (p *platform) close() error {
 	var err error
 	if p.prep != nil {
