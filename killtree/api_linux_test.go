@@ -9,6 +9,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/corral-sh/corral/internal/proctest"
 )
@@ -239,5 +240,36 @@ func TestParseCgroupFile(t *testing.T) {
 		if got[k] != v {
 			t.Errorf("%s = %q, want %q", k, got[k], v)
 		}
+	}
+}
+
+// TestExitedClosedByClose: a tree closed while its leader runs (Close kills
+// it) closes Exited too, so that whoever waits on it is released.
+func TestExitedClosedByClose(t *testing.T) {
+	for _, tier := range workingTiers(t, "") {
+		t.Run(string(tier), func(t *testing.T) {
+			m, err := New(Config{Tier: tier})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			entry, marker := proctest.Marker(t)
+			cmd := exec.Command("bash", "-c", proctest.Command("sleep", lifetime))
+			cmd.Env = append(os.Environ(), entry)
+			tr, err := m.Start(cmd)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := tr.Close(); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-tr.Exited():
+			case <-time.After(5 * time.Second):
+				t.Fatal("Exited still open after Close")
+			}
+			_ = cmd.Wait() // killed by Close
+			proctest.NoSurvivors(t, marker, time.Second)
+		})
 	}
 }

@@ -82,12 +82,12 @@ func (t *Tree) afterStart() error {
 }
 
 // watchExit polls the leader's state until it is a zombie (exited, not
-// reaped) or gone; it ends when the tree is closed.
+// reaped) or gone, or the tree is closed, and then closes t.exited.
 func (t *Tree) watchExit() {
 	defer t.wg.Done()
+	defer close(t.exited)
 	for {
 		if leaderGone(t.pid) {
-			close(t.exited)
 			return
 		}
 		t.mu.Lock()

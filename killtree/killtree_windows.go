@@ -129,10 +129,10 @@ func (t *Tree) afterStart() error {
 // stop it.
 func (t *Tree) watchExit(h windows.Handle, stop chan struct{}) {
 	defer t.wg.Done()
+	defer close(t.exited)
 	for {
 		ev, err := windows.WaitForSingleObject(h, 100)
 		if err == nil && ev == windows.WAIT_OBJECT_0 {
-			close(t.exited)
 			return
 		}
 		select {

@@ -63,22 +63,18 @@ func (t *Tree) afterStart() error {
 }
 
 // watchExit closes t.exited when the leader's pidfd turns readable (it has
-// exited). It waits in the runtime's netpoller, so it holds no thread, and
-// it ends when the pidfd is closed.
+// exited), or when Close closes the pidfd (after killing the tree). It waits
+// in the runtime's netpoller, so it holds no thread.
 func (t *Tree) watchExit(rc interface {
 	Read(func(uintptr) bool) error
 }) {
 	defer t.wg.Done()
-	exited := false
-	err := rc.Read(func(fd uintptr) bool {
+	defer close(t.exited)
+	_ = rc.Read(func(fd uintptr) bool { // an error: the pidfd was closed
 		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
 		n, err := unix.Poll(fds, 0)
-		exited = err == nil && n > 0
-		return exited
+		return err == nil && n > 0
 	})
-	if err == nil && exited {
-		close(t.exited)
-	}
 }
 
 // signalGroup sends sig to the leader's process group: through the pidfd

@@ -38,8 +38,9 @@ func (t *Tree) Pid() int { return t.pid }
 // Tier returns the tier that contains this tree.
 func (t *Tree) Tier() Tier { return t.tier }
 
-// Exited is closed when the leader (the shell) has exited. The leader is not
-// reaped (a pidfd poll or waitid WNOWAIT observes it), so its process group ID
+// Exited is closed when the leader (the shell) has exited, or at the latest
+// when the tree is closed (Close kills it first). The leader is not reaped
+// (a pidfd poll or waitid WNOWAIT observes it), so its process group ID
 // stays reserved for a group kill; the caller reaps it with cmd.Wait after
 // Kill.
 func (t *Tree) Exited() <-chan struct{} { return t.exited }

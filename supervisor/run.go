@@ -86,7 +86,12 @@ func (s *Supervisor) start(v validated) (_ *proc, retErr error) {
 	if err != nil {
 		return nil, fmt.Errorf("supervisor: stderr pipe: %w", err)
 	}
+	s.devMu.RLock()
+	defer s.devMu.RUnlock()
 	stdinR := s.devNull
+	if stdinR == nil {
+		return nil, fmt.Errorf("supervisor: start %s: %w", s.shell, killtree.ErrClosed)
+	}
 	if v.Stdin != nil || v.interactive {
 		if stdinR, p.stdinW, err = pipe(os.Pipe); err != nil {
 			return nil, fmt.Errorf("supervisor: stdin pipe: %w", err)
@@ -144,6 +149,9 @@ func (p *proc) supervise(ctx context.Context) ending {
 	end := endExited
 	select {
 	case <-p.tree.Exited():
+		if p.s.closing.Load() {
+			end = endAborted // Close killed it (or it ended as Close began)
+		}
 	case <-timer.C:
 		end = endTimedOut
 	case <-ctx.Done():

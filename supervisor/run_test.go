@@ -520,3 +520,41 @@ func TestEnvironRules(t *testing.T) {
 		})
 	}
 }
+
+// TestCloseRacesRuns closes a Supervisor while commands start and run: each
+// Run returns at once, with a Result or an error (killtree.ErrClosed for
+// those that start too late), Close is idempotent, and nothing is left
+// running. A Run whose tree Close killed used to wait for its timeout: the
+// exit watcher ended without closing Exited.
+func TestCloseRacesRuns(t *testing.T) {
+	s := newSup(t, Config{Grace: NoGrace})
+	req := marked(t, Request{Command: "sleep 0.05"})
+	errs := make(chan error, 16)
+	for range cap(errs) {
+		go func() {
+			_, err := s.Run(context.Background(), req)
+			errs <- err
+		}()
+	}
+	time.Sleep(20 * time.Millisecond) // let some start: the race under test
+	if err := s.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	deadline := time.After(10 * time.Second) // far below the 60 s timeout a lost run would wait
+	for range cap(errs) {
+		select {
+		case err := <-errs:
+			if err != nil && !errors.Is(err, killtree.ErrClosed) {
+				t.Logf("run: %v", err) // a run cut by Close may fail otherwise; it must not hang
+			}
+		case <-deadline:
+			t.Fatal("a Run still waits after Close")
+		}
+	}
+	if _, err := s.Run(context.Background(), req); !errors.Is(err, killtree.ErrClosed) {
+		t.Errorf("Run after Close: %v, want killtree.ErrClosed", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}

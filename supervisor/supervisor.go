@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -91,7 +92,9 @@ type Supervisor struct {
 	liveCap    int64
 	trees      *killtree.Manager
 	spills     *spill.Store // nil when spills are disabled
-	devNull    *os.File     // every command's stdin unless it is given one
+	closing    atomic.Bool  // Close has begun: commands that end now were aborted
+	devMu      sync.RWMutex // held for reading by every start, for writing by Close
+	devNull    *os.File     // every command's stdin unless it is given one; nil once closed
 	log        zerolog.Logger
 	seq        atomic.Uint64
 
@@ -181,11 +184,17 @@ func (s *Supervisor) Spills() *spill.Store { return s.spills }
 // releases the containment machinery. Runs in progress return as aborted or
 // fail. Idempotent.
 func (s *Supervisor) Close() error {
+	s.closing.Store(true)
 	s.jobs.closeAll()
 	err := s.trees.Close()
-	// Close is idempotent; a second close of the file is ErrClosed.
-	if cerr := s.devNull.Close(); cerr != nil && !errors.Is(cerr, os.ErrClosed) {
-		err = errors.Join(err, cerr)
+	// No start is using the descriptor once the lock is ours: closed
+	// under a fork in progress, its number could be reused by another
+	// open and reach that child as its stdin.
+	s.devMu.Lock()
+	defer s.devMu.Unlock()
+	if s.devNull != nil {
+		err = errors.Join(err, s.devNull.Close())
+		s.devNull = nil
 	}
 	return err
 }
