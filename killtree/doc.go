@@ -91,8 +91,9 @@
 //
 // # Concurrency
 //
-// Manager and Tree are safe for concurrent use. Each Tree runs one goroutine
-// (the leader's exit watcher, waiting in the runtime's poller) that ends in
-// Tree.Close; on the cgroup tiers a Manager runs one more (the preparer of
-// the next containment) that ends in Manager.Close.
+// Manager and Tree are safe for concurrent use. On Linux a Tree runs a
+// goroutine (the leader's exit watcher, waiting in the runtime's poller) only
+// once Tree.Exited is called, and it ends in Tree.Close; elsewhere the
+// watcher runs from Start. On the cgroup tiers a Manager runs one more (the
+// preparer of the next containment) that ends in Manager.Close.
 package killtree

@@ -104,3 +104,18 @@ func fdCount(t *testing.T, m *Manager) int {
 	settle(m)
 	return proctest.FDCount(t)
 }
+
+// rawFd returns f's descriptor without switching it to blocking mode (as
+// f.Fd would). It stays valid while f is open.
+func rawFd(t testing.TB, f *os.File) int {
+	t.Helper()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd := -1
+	if err := rc.Control(func(d uintptr) { fd = int(d) }); err != nil {
+		t.Fatal(err)
+	}
+	return fd
+}

@@ -81,11 +81,17 @@ func (t *Tree) afterStart() error {
 	return nil
 }
 
+// startWatch does nothing: the watcher runs from the start here.
+func (t *Tree) startWatch() {}
+
+// exitPending is false: only the watcher observes the exit here.
+func (t *Tree) exitPending() bool { return false }
+
 // watchExit polls the leader's state until it is a zombie (exited, not
 // reaped) or gone, or the tree is closed, and then closes t.exited.
 func (t *Tree) watchExit() {
 	defer t.wg.Done()
-	defer close(t.exited)
+	defer t.markExited()
 	for {
 		if leaderGone(t.pid) {
 			return
@@ -207,6 +213,6 @@ func (t *Tree) kill(deadline time.Time) (Report, error) {
 	}
 }
 
-func (t *Tree) killPipeHolders(pipes []*os.File) (int, error) { return 0, nil }
+func (t *Tree) killPipeHolders(pipes []int) (int, error) { return 0, nil }
 
 func (t *Tree) release() error { return nil }

@@ -125,11 +125,17 @@ func (t *Tree) afterStart() error {
 	return nil
 }
 
+// startWatch does nothing: the watcher runs from the start here.
+func (t *Tree) startWatch() {}
+
+// exitPending is false: only the watcher observes the exit here.
+func (t *Tree) exitPending() bool { return false }
+
 // watchExit waits on the process handle in 100 ms slices so that release can
 // stop it.
 func (t *Tree) watchExit(h windows.Handle, stop chan struct{}) {
 	defer t.wg.Done()
-	defer close(t.exited)
+	defer t.markExited()
 	for {
 		ev, err := windows.WaitForSingleObject(h, 100)
 		if err == nil && ev == windows.WAIT_OBJECT_0 {
@@ -168,7 +174,7 @@ func (t *Tree) kill(deadline time.Time) (Report, error) {
 	return Report{Processes: n}, err
 }
 
-func (t *Tree) killPipeHolders(pipes []*os.File) (int, error) { return 0, nil }
+func (t *Tree) killPipeHolders(pipes []int) (int, error) { return 0, nil }
 
 func (t *Tree) release() error {
 	if t.st.stop == nil {

@@ -159,7 +159,7 @@ func runScenario(t *testing.T, m *Manager, sc scenario, mig string) {
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
-	tr.WatchPipes(r, er)
+	tr.WatchPipes(rawFd(t, r), rawFd(t, er))
 	dirs := tr.c.dirs()
 	finished := false
 	t.Cleanup(func() { // a failed test still kills, reaps and removes what it started

@@ -51,7 +51,8 @@ func reaped(f *os.File) bool {
 
 // treeState is the Linux baseline's memory of a tree.
 type treeState struct {
-	pidfd  *os.File       // PIDFD_NONBLOCK pidfd of the leader, polled by the exit watcher
+	pidfd  *os.File       // pidfd of the leader, never registered with the runtime's poller
+	watch  *os.File       // the exit watcher's non-blocking copy of pidfd; nil until Exited is called
 	seen   map[int]uint64 // pid -> start time of every process ever attributed
 	groups map[int]bool   // session and group IDs of attributed processes
 	cgLeaf string         // cgroup path suffix (relative), for zombie attribution; "" on pgroup
@@ -406,17 +407,23 @@ func (t *Tree) escaped(pid int, ps []proc) bool {
 	return false
 }
 
+// release closes the pidfd and the watcher's copy (which ends the watcher)
+// and marks the exit: Close killed the tree first.
 func (t *Tree) release() error {
 	ownChildren.Delete(t.pid)
 	t.mu.Lock()
-	f := t.st.pidfd
-	t.st.pidfd = nil
+	f, w := t.st.pidfd, t.st.watch
+	t.st.pidfd, t.st.watch = nil, nil
 	t.mu.Unlock()
-	if f == nil {
-		return nil
+	defer t.markExited()
+	var errs []error
+	for _, c := range []*os.File{w, f} {
+		if c == nil {
+			continue
+		}
+		if err := c.Close(); err != nil && !errors.Is(err, os.ErrClosed) {
+			errs = append(errs, fmt.Errorf("killtree: close pidfd: %w", err))
+		}
 	}
-	if err := f.Close(); err != nil && !errors.Is(err, os.ErrClosed) {
-		return fmt.Errorf("killtree: close pidfd: %w", err)
-	}
-	return nil
+	return errors.Join(errs...)
 }

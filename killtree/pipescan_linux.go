@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -13,16 +12,12 @@ import (
 // pipeInodes returns the inodes of the given pipe ends. Both ends of a pipe
 // share one inode, so a process whose /proc/<pid>/fd/N reads "pipe:[ino]"
 // holds one of its ends.
-func pipeInodes(files []*os.File) (map[string]bool, error) {
+func pipeInodes(fds []int) (map[string]bool, error) {
 	out := map[string]bool{}
-	for _, f := range files {
-		fi, err := f.Stat()
-		if err != nil {
+	for _, fd := range fds {
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
 			return nil, fmt.Errorf("killtree: stat pipe: %w", err)
-		}
-		st, ok := fi.Sys().(*syscall.Stat_t)
-		if !ok {
-			continue
 		}
 		out["pipe:["+strconv.FormatUint(st.Ino, 10)+"]"] = true
 	}
@@ -67,7 +62,7 @@ func pipeHolders(links map[string]bool) ([]int, error) {
 
 // killPipeHolders SIGKILLs every holder of a watched pipe until a scan finds
 // none (a holder can fork between scan and kill), then reaps what it can.
-func (t *Tree) killPipeHolders(pipes []*os.File) (int, error) {
+func (t *Tree) killPipeHolders(pipes []int) (int, error) {
 	links, err := pipeInodes(pipes)
 	if err != nil {
 		return 0, err

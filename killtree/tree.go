@@ -3,7 +3,6 @@ package killtree
 import (
 	"context"
 	"errors"
-	"os"
 	"os/exec"
 	"sync"
 	"time"
@@ -20,16 +19,18 @@ type Tree struct {
 	tag  string // value of EnvTag in the command's environment
 	c    containment
 
-	exited chan struct{} // closed once the leader has exited (not reaped)
-	wg     sync.WaitGroup
+	exited     chan struct{} // closed once the leader has exited (not reaped), or by Close
+	exitedOnce sync.Once     // closes exited
+	watchOnce  sync.Once     // starts the exit watcher where it is lazy (Linux)
+	wg         sync.WaitGroup
 
 	killMu sync.Mutex // serialises Kill, Terminate and Close
 
 	mu     sync.Mutex
-	st     treeState  // per-OS baseline state; guarded by mu
-	pipes  []*os.File // guarded by mu
-	empty  bool       // Kill confirmed the tree empty; guarded by mu
-	closed bool       // guarded by mu
+	st     treeState // per-OS baseline state; guarded by mu
+	pipes  []int     // read ends of the output pipes; guarded by mu
+	empty  bool      // Kill confirmed the tree empty; guarded by mu
+	closed bool      // guarded by mu
 }
 
 // Pid returns the leader's process ID.
@@ -42,8 +43,16 @@ func (t *Tree) Tier() Tier { return t.tier }
 // when the tree is closed (Close kills it first). The leader is not reaped
 // (a pidfd poll or waitid WNOWAIT observes it), so its process group ID
 // stays reserved for a group kill; the caller reaps it with cmd.Wait after
-// Kill.
-func (t *Tree) Exited() <-chan struct{} { return t.exited }
+// Kill. On Linux the first call starts the goroutine that watches for the
+// exit; a caller that learns of the exit otherwise (its own pidfd) need not
+// call it, and the tree then runs no goroutine at all.
+func (t *Tree) Exited() <-chan struct{} {
+	t.watchOnce.Do(t.startWatch)
+	return t.exited
+}
+
+// markExited closes t.exited, once.
+func (t *Tree) markExited() { t.exitedOnce.Do(func() { close(t.exited) }) }
 
 // liveMembers returns pids without duplicates and without the leader once
 // it has exited (an exited leader is an unreaped zombie, not a member).
@@ -60,13 +69,20 @@ func (t *Tree) liveMembers(pids []int) []int {
 	return out
 }
 
+// leaderExited reports whether the leader has exited: t.exited is closed,
+// or the platform sees the exit now (a pidfd poll on Linux), which then
+// closes it.
 func (t *Tree) leaderExited() bool {
 	select {
 	case <-t.exited:
 		return true
 	default:
-		return false
 	}
+	if t.exitPending() {
+		t.markExited()
+		return true
+	}
+	return false
 }
 
 // Members returns how many live processes the tree holds, the exited leader
@@ -142,10 +158,11 @@ func (t *Tree) Kill() (Report, error) {
 	return rep, err
 }
 
-// WatchPipes records the read ends of the pipes given to the child (stdout,
-// stderr); their inodes identify the processes that hold the write ends. The
-// Tree does not close them.
-func (t *Tree) WatchPipes(readEnds ...*os.File) {
+// WatchPipes records the descriptors of the read ends of the pipes given to
+// the child (stdout, stderr); their inodes identify the processes that hold
+// the write ends. They must stay open as long as KillPipeHolders may be
+// called; the Tree does not close them. Only Linux uses them.
+func (t *Tree) WatchPipes(readEnds ...int) {
 	t.mu.Lock()
 	t.pipes = append(t.pipes, readEnds...)
 	t.mu.Unlock()
@@ -157,7 +174,7 @@ func (t *Tree) WatchPipes(readEnds ...*os.File) {
 // (escapees). Elsewhere it returns 0, nil.
 func (t *Tree) KillPipeHolders() (int, error) {
 	t.mu.Lock()
-	pipes := append([]*os.File(nil), t.pipes...)
+	pipes := append([]int(nil), t.pipes...)
 	t.mu.Unlock()
 	if len(pipes) == 0 {
 		return 0, nil

@@ -43,11 +43,11 @@ type proc struct {
 	cmd      *exec.Cmd
 	tree     *killtree.Tree
 	out, err *retained
-	rOut     *os.File
-	rErr     *os.File
+	outs     outputs       // the read ends of stdout and stderr (per OS)
 	stdinW   *os.File      // nil when stdin is /dev/null
 	stdinEnd chan struct{} // closed when the stdin writer returned
-	drained  chan error    // one value per stream at EOF; buffered 2
+	drained  chan error    // one value per stream drained in the background at its end; buffered 2
+	pending  int           // how many values drained will carry
 	live     *live
 	kill     KillInfo
 	sent     string // the signal the way down sent last
@@ -57,35 +57,25 @@ func (s *Supervisor) newID() string {
 	return "c-" + strconv.FormatInt(int64(os.Getpid()), 36) + "-" + strconv.FormatUint(s.seq.Add(1), 36)
 }
 
-// start creates the pipes, starts the shell inside a fresh containment and
-// the goroutines that drain it. On error nothing is left open or running.
+// start creates the pipes and starts the shell inside a fresh containment;
+// wait drains it. On error nothing is left open or running.
 func (s *Supervisor) start(v validated) (_ *proc, retErr error) {
 	p := &proc{s: s, v: v, id: s.newID(), begin: time.Now(), drained: make(chan error, 2),
 		stdinEnd: make(chan struct{})}
 	p.log = s.log.With().Str("id", p.id).Logger()
-	var closers []*os.File
+	wOut, wErr, err := p.outs.open()
+	if err != nil {
+		return nil, fmt.Errorf("supervisor: output pipes: %w", err)
+	}
+	closers := []*os.File{wOut, wErr}
 	defer func() {
 		if retErr != nil {
+			p.outs.close()
 			for _, f := range closers {
 				f.Close()
 			}
 		}
 	}()
-	pipe := func(newPipe func() (r, w *os.File, err error)) (r, w *os.File, err error) {
-		r, w, err = newPipe()
-		if err == nil {
-			closers = append(closers, r, w)
-		}
-		return r, w, err
-	}
-	rOut, wOut, err := pipe(outputPipe)
-	if err != nil {
-		return nil, fmt.Errorf("supervisor: stdout pipe: %w", err)
-	}
-	rErr, wErr, err := pipe(outputPipe)
-	if err != nil {
-		return nil, fmt.Errorf("supervisor: stderr pipe: %w", err)
-	}
 	s.devMu.RLock()
 	defer s.devMu.RUnlock()
 	stdinR := s.devNull
@@ -93,9 +83,10 @@ func (s *Supervisor) start(v validated) (_ *proc, retErr error) {
 		return nil, fmt.Errorf("supervisor: start %s: %w", s.shell, killtree.ErrClosed)
 	}
 	if v.Stdin != nil || v.interactive {
-		if stdinR, p.stdinW, err = pipe(os.Pipe); err != nil {
+		if stdinR, p.stdinW, err = os.Pipe(); err != nil {
 			return nil, fmt.Errorf("supervisor: stdin pipe: %w", err)
 		}
+		closers = append(closers, stdinR, p.stdinW)
 	}
 
 	cmd := exec.Command(s.shell, "-c", v.Command)
@@ -112,8 +103,8 @@ func (s *Supervisor) start(v validated) (_ *proc, retErr error) {
 	if stdinR != s.devNull {
 		stdinR.Close()
 	}
-	p.cmd, p.tree, p.rOut, p.rErr = cmd, tree, rOut, rErr
-	tree.WatchPipes(rOut, rErr)
+	p.cmd, p.tree = cmd, tree
+	p.outs.watch(p)
 	p.log.Debug().Int("pid", tree.Pid()).Str("tier", string(tree.Tier())).Msg("started")
 
 	s.started.Add(1)
@@ -125,8 +116,6 @@ func (s *Supervisor) start(v validated) (_ *proc, retErr error) {
 		p.live.started(tree.Pid())
 		go p.live.run()
 	}
-	go drain(rOut, p.out, p.live, 0, p.drained)
-	go drain(rErr, p.err, p.live, 1, p.drained)
 	if p.stdinW != nil && !v.interactive {
 		go func() {
 			defer close(p.stdinEnd)
@@ -141,22 +130,11 @@ func (s *Supervisor) start(v validated) (_ *proc, retErr error) {
 	return p, nil
 }
 
-// supervise waits for the shell to exit, the timeout or the abort, and then
-// takes the tree down. It returns why the command ended.
+// supervise drains the command until the shell exits, the timeout passes or
+// the context is cancelled (wait, per OS), and then takes the tree down. It
+// returns why the command ended.
 func (p *proc) supervise(ctx context.Context) ending {
-	timer := time.NewTimer(p.v.timeout)
-	defer timer.Stop()
-	end := endExited
-	select {
-	case <-p.tree.Exited():
-		if p.s.closing.Load() {
-			end = endAborted // Close killed it (or it ended as Close began)
-		}
-	case <-timer.C:
-		end = endTimedOut
-	case <-ctx.Done():
-		end = endAborted
-	}
+	end := p.wait(ctx)
 	p.log.Debug().Int("end", int(end)).Msg("stopping")
 
 	if end == endExited {
@@ -190,6 +168,24 @@ func (p *proc) supervise(ctx context.Context) ending {
 	return end
 }
 
+// selectEnd waits for the tree's exit watcher, the deadline or the abort,
+// while the drains run elsewhere.
+func (p *proc) selectEnd(ctx context.Context, deadline time.Time) ending {
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	select {
+	case <-p.tree.Exited():
+		if p.s.closing.Load() {
+			return endAborted // Close killed it (or it ended as Close began)
+		}
+		return endExited
+	case <-timer.C:
+		return endTimedOut
+	case <-ctx.Done():
+		return endAborted
+	}
+}
+
 // graceful is the first phase of the way down: SIGTERM to every member and
 // a grace period that ends as soon as the tree is empty.
 func (p *proc) graceful() {
@@ -210,8 +206,11 @@ func (p *proc) graceful() {
 // left; when it does not come, whoever still holds a write end escaped the
 // containment and the pipe-holder scan kills it.
 func (p *proc) drainAll() {
-	pending := 2
+	pending := p.pending
 	wait := func(d time.Duration) {
+		if pending == 0 {
+			return
+		}
 		t := time.NewTimer(d)
 		defer t.Stop()
 		for pending > 0 {
@@ -244,8 +243,7 @@ func (p *proc) drainAll() {
 		// Nothing found holds the pipes, yet they stay open: stop reading
 		// rather than hang. Logged as a containment failure.
 		p.log.Error().Msg("pipes never reached EOF; closing them")
-		p.rOut.SetReadDeadline(time.Now())
-		p.rErr.SetReadDeadline(time.Now())
+		p.stopDrains()
 		wait(time.Minute)
 	}
 }
@@ -262,8 +260,7 @@ func (p *proc) finish(end ending) Result {
 		p.stdinW.Close()
 	}
 	<-p.stdinEnd
-	p.rOut.Close()
-	p.rErr.Close()
+	p.outs.close()
 	if p.live != nil {
 		<-p.live.done
 	}

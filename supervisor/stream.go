@@ -1,9 +1,6 @@
 package supervisor
 
 import (
-	"errors"
-	"io"
-	"os"
 	"sync"
 	"sync/atomic"
 
@@ -96,27 +93,13 @@ func (r *retained) snapshot() ([]byte, budget.Counts) {
 	}
 }
 
-// drain copies one pipe into its capture and the live events until EOF (or
-// until the pipe is closed under it), then reports EOF to the live side and
-// closes done. It never stops early: past the ceiling the capture only counts.
-func drain(f *os.File, r *retained, l *live, idx int, done chan<- error) {
-	bp := readBufs.Get().(*[]byte)
-	defer readBufs.Put(bp)
-	buf := *bp
-	var err error
-	for {
-		n, rerr := f.Read(buf)
-		if n > 0 {
-			r.Write(buf[:n])
-			l.push(idx, buf[:n])
-		}
-		if rerr != nil {
-			if !errors.Is(rerr, io.EOF) {
-				err = rerr
-			}
-			break
-		}
+// take hands one chunk read from stream i (0 stdout, 1 stderr) to its
+// capture and to the live events. It never blocks.
+func (p *proc) take(i int, b []byte) {
+	r := p.out
+	if i == 1 {
+		r = p.err
 	}
-	l.eof(idx)
-	done <- err
+	r.Write(b)
+	p.live.push(i, b)
 }
