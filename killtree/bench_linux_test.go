@@ -126,3 +126,33 @@ func spawnTrue(m *Manager, bin string) error {
 	}
 	return tr.Close()
 }
+
+// BenchmarkChildrenRead compares the two ways a scan can read this process's
+// children list: opening /proc/<pid>/task/<pid>/children by path each time
+// (what every scan did) against pread on the descriptor a Manager keeps open
+// (what it does now).
+//
+//	go test -run '^$' -bench BenchmarkChildrenRead ./killtree/
+func BenchmarkChildrenRead(b *testing.B) {
+	own := openOwnChildren()
+	if own == nil {
+		b.Skip("no /proc/<pid>/task/<tid>/children here")
+	}
+	defer own.close()
+	path := own.f.Name()
+	buf := make([]byte, 1024)
+	b.Run("open", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := readKernelFile(path, buf); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("pread", func(b *testing.B) {
+		for b.Loop() {
+			if _, ok := own.read(buf); !ok {
+				b.Fatal("read failed")
+			}
+		}
+	})
+}

@@ -52,18 +52,20 @@ type platform struct {
 	instance string
 	mnt      *mounts
 	wd       *watchdog
-	prep     *preparer // the cgroup tiers' next containment; nil on pgroup
+	prep     *preparer        // the cgroup tiers' next containment; nil on pgroup
+	own      *ownChildrenFile // this process's children list; nil without CONFIG_PROC_CHILDREN
 }
 
 func newPlatform(cfg Config, tier Tier) (*platform, error) {
 	if err := becomeSubreaper(); err != nil {
 		return nil, err
 	}
-	p := &platform{cfg: cfg, tier: tier, instance: instance(), mnt: findMounts()}
+	p := &platform{cfg: cfg, tier: tier, instance: instance(), mnt: findMounts(), own: openOwnChildren()}
 	sweepStale(p.mnt, cfg.CgroupParent)
 	if !noWatchdog {
 		wd, err := startWatchdog(p.instance, p.mnt.instanceDirs(cfg.CgroupParent, p.instance))
 		if err != nil {
+			p.own.close()
 			return nil, err
 		}
 		p.wd = wd
@@ -115,7 +117,7 @@ func (p *platform) close() error {
 	if p.prep != nil {
 		err = p.prep.close()
 	}
-	err = errors.Join(err, p.wd.close())
+	err = errors.Join(err, p.wd.close(), p.own.close())
 	for _, d := range p.mnt.instanceDirs(p.cfg.CgroupParent, p.instance) {
 		if rerr := unix.Rmdir(d); rerr != nil && !errors.Is(rerr, unix.ENOENT) && !errors.Is(rerr, unix.EBUSY) && !errors.Is(rerr, unix.ENOTEMPTY) {
 			err = errors.Join(err, fmt.Errorf("killtree: rmdir %s: %w", d, rerr))

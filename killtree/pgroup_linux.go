@@ -80,7 +80,7 @@ type treeState struct {
 // E12 regression in the research notes).
 func (t *Tree) attribute(ps []proc) []proc {
 	st := &t.st
-	self := os.Getpid()
+	self := selfPid
 	selfSid, _ := unix.Getsid(0)
 	envKV := EnvTag + "=" + t.tag
 	children := make(map[int][]int, len(ps))
@@ -172,7 +172,7 @@ func inCgroup(pid int, leaf string) bool {
 // scanTree runs one pass over the processes that can belong to the tree (see
 // scanDescendants) and returns the tree's.
 func (t *Tree) scanTree() ([]proc, error) {
-	ps, err := scanDescendants(t.pid, t.leaderExited())
+	ps, err := scanDescendants(t.m.plat.own, t.pid, t.leaderExited())
 	if err != nil {
 		return nil, fmt.Errorf("killtree: scan /proc: %w", err)
 	}

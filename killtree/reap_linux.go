@@ -2,7 +2,6 @@ package killtree
 
 import (
 	"errors"
-	"os"
 
 	"golang.org/x/sys/unix"
 )
@@ -54,7 +53,7 @@ func (t *Tree) reapable(ps []proc) bool {
 // ours reports whether p is a zombie this tree reaps: an orphan reparented
 // to this process, not the leader, not another tree's leader or a watchdog.
 func (t *Tree) ours(p proc) bool {
-	if !p.zombie() || p.ppid != os.Getpid() || p.pid == t.pid {
+	if !p.zombie() || p.ppid != selfPid || p.pid == t.pid {
 		return false
 	}
 	return !ownedElsewhere(p.pid)

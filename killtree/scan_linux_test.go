@@ -140,3 +140,61 @@ func TestOwnedElsewhereAfterReap(t *testing.T) {
 		t.Error("a watchdog's entry does not keep trees off")
 	}
 }
+
+// TestOwnChildrenRead: the kept-open children list reads the same PIDs as
+// opening it by path, also past the 4 KiB a single seq_file read returns
+// (800 orphans of an exited shell, reparented to this subreaper's main
+// thread, are some 5 KB of text).
+func TestOwnChildrenRead(t *testing.T) {
+	m, err := New(Config{Tier: TierPgroup})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	entry, marker := proctest.Marker(t)
+	defer proctest.NoSurvivors(t, marker, time.Second)
+	cmd := exec.Command("bash", "-c", "for i in $(seq 800); do sleep "+lifetime+" & done")
+	cmd.Env = append(os.Environ(), entry)
+	tr, err := m.Start(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	<-tr.Exited()
+	defer cmd.Wait()
+	defer tr.Kill()
+	own := m.plat.own
+	if own == nil {
+		t.Skip("no /proc/<pid>/task/<tid>/children here")
+	}
+	byPath := func() []int {
+		b, err := readKernelFile(own.f.Name(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return parsePids(b)
+	}
+	// The orphans are reparented one by one as the shell exits: read until
+	// both ways agree on a list that holds all of them.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		want := byPath()
+		got, ok := own.read(make([]byte, 64))
+		if !ok {
+			t.Fatal("read failed")
+		}
+		slices.Sort(want)
+		slices.Sort(got)
+		if len(want) >= 800 && slices.Equal(got, want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("kept-open read has %d PIDs, by path %d (want ≥ 800 and equal)", len(got), len(want))
+		}
+		time.Sleep(5 * time.Millisecond) // polling the reparenting
+	}
+	rep, err := tr.Kill()
+	if err != nil || rep.Processes < 800 {
+		t.Fatalf("Kill = %+v, %v; want ≥ 800 processes", rep, err)
+	}
+}

@@ -89,6 +89,13 @@ func (s *Supervisor) start(v validated) (_ *proc, retErr error) {
 		closers = append(closers, stdinR, p.stdinW)
 	}
 
+	// Everything that does not need the child is made before it runs: the
+	// work done between the fork and the first poll competes with the
+	// child's start for the CPU it often shares with us.
+	p.out = newRetained(v.stdout, s.cfg.Capture, &s.drained, v.notify)
+	p.err = newRetained(v.stderr, s.cfg.Capture, &s.drained, v.notify)
+	p.live = newLive(v.OnEvent, s.liveCap)
+
 	cmd := exec.Command(s.shell, "-c", v.Command)
 	cmd.Dir = v.Dir
 	cmd.Env = s.environ(v, p.id)
@@ -109,9 +116,6 @@ func (s *Supervisor) start(v validated) (_ *proc, retErr error) {
 
 	s.started.Add(1)
 	s.running.Add(1)
-	p.out = newRetained(v.stdout, s.cfg.Capture, &s.drained, v.notify)
-	p.err = newRetained(v.stderr, s.cfg.Capture, &s.drained, v.notify)
-	p.live = newLive(v.OnEvent, s.liveCap)
 	if p.live != nil {
 		p.live.started(tree.Pid())
 		go p.live.run()
