@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -117,7 +118,7 @@ func TestKillSeq(t *testing.T) {
 	}
 	mnt := findMounts()
 	cfg := Config{}.withDefaults()
-	first, err := newCgroup2(mnt, cfg, instance(), "killseq-a")
+	first, err := newCgroup2(mnt, cfg, instance(), "killseq-a", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +131,7 @@ func TestKillSeq(t *testing.T) {
 	if err := first.start(exec.Command(trueBinary())); err == nil {
 		t.Error("a containment started a second command")
 	}
-	second, err := newCgroup2(mnt, cfg, instance(), "killseq-b")
+	second, err := newCgroup2(mnt, cfg, instance(), "killseq-b", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,6 +271,47 @@ func TestExitedClosedByClose(t *testing.T) {
 			}
 			_ = cmd.Wait() // killed by Close
 			proctest.NoSurvivors(t, marker, time.Second)
+		})
+	}
+}
+
+// TestProcsFresh: the cgroup tiers' procs reads what the cgroup holds now.
+// cgroup2 re-reads a cgroup.procs kept open from offset 0, which restarts
+// the kernel's task iteration; a v1 cgroup.procs read through an open file
+// would come from a pidlist cached for a second, so cgroup1 opens it for
+// every read. Either way the PID of a child just reaped is gone from the very
+// next read.
+func TestProcsFresh(t *testing.T) {
+	mnt := findMounts()
+	cfg := Config{}.withDefaults()
+	for _, tier := range []Tier{TierCgroup2, TierCgroup1} {
+		t.Run(string(tier), func(t *testing.T) {
+			if !tierWorks("corral", tier) {
+				t.Skipf("%s tier does not work here", tier)
+			}
+			var c containment
+			var err error
+			if tier == TierCgroup2 {
+				c, err = newCgroup2(mnt, cfg, instance(), "fresh-"+newID(), nil)
+			} else {
+				c, err = newCgroup1(mnt, cfg, instance(), "fresh-"+newID(), nil)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.destroy()
+			cmd := exec.Command("sleep", lifetime)
+			if err := c.start(cmd); err != nil {
+				t.Fatal(err)
+			}
+			if pids, err := c.procs(); err != nil || !slices.Equal(pids, []int{cmd.Process.Pid}) {
+				t.Errorf("procs = %v, %v; want [%d]", pids, err, cmd.Process.Pid)
+			}
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait() // reaped: killed, as it should be
+			if pids, err := c.procs(); err != nil || len(pids) != 0 {
+				t.Errorf("procs right after the reap = %v, %v; want none", pids, err)
+			}
 		})
 	}
 }

@@ -139,7 +139,7 @@ func BenchmarkChildrenRead(b *testing.B) {
 		b.Skip("no /proc/<pid>/task/<tid>/children here")
 	}
 	defer own.close()
-	path := own.f.Name()
+	path := own.path
 	buf := make([]byte, 1024)
 	b.Run("open", func(b *testing.B) {
 		for b.Loop() {
@@ -150,8 +150,8 @@ func BenchmarkChildrenRead(b *testing.B) {
 	})
 	b.Run("pread", func(b *testing.B) {
 		for b.Loop() {
-			if _, ok := own.read(buf); !ok {
-				b.Fatal("read failed")
+			if _, err := own.readAll(buf); err != nil {
+				b.Fatal(err)
 			}
 		}
 	})

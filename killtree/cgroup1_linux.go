@@ -22,21 +22,25 @@ type cgroup1 struct {
 	freezer string
 	suffix  string
 	leaves  []v1leaf
+	homes   *homes // the thread trick's home cgroups; nil: read them at each start
 
 	mu        sync.Mutex
 	destroyed bool // guarded by mu
 }
 
-func newCgroup1(mnt *mounts, cfg Config, inst, id string) (c *cgroup1, retErr error) {
+// newCgroup1 makes the leaves, applies the limit and opens the files a
+// start and the scans use, so that none of that happens on the start path
+// when the preparer made it.
+func newCgroup1(mnt *mounts, cfg Config, inst, id string, h *homes) (c *cgroup1, retErr error) {
 	if mnt.v1["freezer"] == "" {
 		return nil, fmt.Errorf("killtree: no cgroup v1 freezer hierarchy: %w", ErrUnavailable)
 	}
 	rel := filepath.Join(cfg.CgroupParent, inst, id)
-	dir, err := mkLeaf(mnt.v1["freezer"], rel)
+	fl, err := mkV1Leaf("freezer", mnt.v1["freezer"], rel)
 	if err != nil {
 		return nil, err
 	}
-	c = &cgroup1{freezer: dir, suffix: "/" + rel, leaves: []v1leaf{{ctrl: "freezer", root: mnt.v1["freezer"], dir: dir}}}
+	c = &cgroup1{freezer: fl.dir, suffix: "/" + rel, leaves: []v1leaf{fl}, homes: h}
 	defer func() {
 		if retErr != nil {
 			retErr = errors.Join(retErr, c.destroy())
@@ -45,16 +49,16 @@ func newCgroup1(mnt *mounts, cfg Config, inst, id string) (c *cgroup1, retErr er
 	// The pids leaf is made even without a limit: kill uses it as a fork
 	// barrier.
 	if mnt.v1["pids"] != "" {
-		pdir, err := mkLeaf(mnt.v1["pids"], rel)
+		pl, err := mkV1Leaf("pids", mnt.v1["pids"], rel)
 		if err != nil {
 			return nil, err
 		}
-		c.leaves = append(c.leaves, v1leaf{ctrl: "pids", root: mnt.v1["pids"], dir: pdir})
+		c.leaves = append(c.leaves, pl)
 		limit := "max"
 		if cfg.PidsMax > 0 {
 			limit = strconv.Itoa(cfg.PidsMax)
 		}
-		if err := writeFile(filepath.Join(pdir, "pids.max"), limit); err != nil {
+		if err := writeFile(filepath.Join(pl.dir, "pids.max"), limit); err != nil {
 			return nil, err
 		}
 	}
@@ -63,11 +67,16 @@ func newCgroup1(mnt *mounts, cfg Config, inst, id string) (c *cgroup1, retErr er
 
 func (c *cgroup1) start(cmd *exec.Cmd) error {
 	setSession(cmd)
-	return startInV1(c.leaves, cmd.Start)
+	return startInV1(c.leaves, c.homes, cmd.Start)
 }
 
 func (c *cgroup1) leafSuffix() string { return c.suffix }
 
+// procs opens cgroup.procs for every read. Unlike v2's, a v1 cgroup.procs
+// kept open would not do: its reads come from a pidlist cached for a second
+// after the last read (kernel/cgroup/cgroup-v1.c, cgroup_pidlist_start and
+// CGROUP_PIDLIST_DESTROY_DELAY), so the kill loop, re-reading it every few
+// milliseconds, would never see the dead leave.
 func (c *cgroup1) procs() ([]int, error) {
 	return readPids(filepath.Join(c.freezer, "cgroup.procs"))
 }
@@ -161,7 +170,7 @@ func (c *cgroup1) destroy() error {
 	c.destroyed = true
 	var errs []error
 	for _, l := range c.leaves {
-		errs = append(errs, rmLeaf(l.dir))
+		errs = append(errs, l.remove())
 	}
 	return errors.Join(errs...)
 }

@@ -61,7 +61,7 @@ func probeCgroup2(cfg Config) TierStatus {
 		st.Reason = "no cgroup2 mount"
 		return st
 	}
-	c, err := newCgroup2(mnt, cfg, instance(), "selftest-"+strconv.FormatUint(treeSeq.Add(1), 10))
+	c, err := newCgroup2(mnt, cfg, instance(), "selftest-"+strconv.FormatUint(treeSeq.Add(1), 10), nil)
 	if err != nil {
 		st.Reason = fmt.Sprintf("cannot create a leaf under %s: %v", filepath.Join(mnt.v2, cfg.CgroupParent), err)
 		return st
@@ -128,7 +128,7 @@ func probeCgroup1(cfg Config) TierStatus {
 		st.Reason = "no cgroup v1 freezer hierarchy"
 		return st
 	}
-	c, err := newCgroup1(mnt, cfg, instance(), "selftest-"+strconv.FormatUint(treeSeq.Add(1), 10))
+	c, err := newCgroup1(mnt, cfg, instance(), "selftest-"+strconv.FormatUint(treeSeq.Add(1), 10), nil)
 	if err != nil {
 		st.Reason = fmt.Sprintf("cannot create a freezer leaf: %v", err)
 		return st

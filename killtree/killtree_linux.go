@@ -52,8 +52,9 @@ type platform struct {
 	instance string
 	mnt      *mounts
 	wd       *watchdog
-	prep     *preparer        // the cgroup tiers' next containment; nil on pgroup
-	own      *ownChildrenFile // this process's children list; nil without CONFIG_PROC_CHILDREN
+	prep     *preparer // the cgroup tiers' next containment; nil on pgroup
+	own      *kernelFD // this process's children list; nil without CONFIG_PROC_CHILDREN
+	homes    *homes    // the cgroup tiers' thread-trick homes; nil on pgroup
 }
 
 func newPlatform(cfg Config, tier Tier) (*platform, error) {
@@ -71,6 +72,7 @@ func newPlatform(cfg Config, tier Tier) (*platform, error) {
 		p.wd = wd
 	}
 	if tier == TierCgroup2 || tier == TierCgroup1 {
+		p.homes = &homes{}
 		p.prep = newPreparer(p.newContainment)
 	}
 	return p, nil
@@ -79,9 +81,11 @@ func newPlatform(cfg Config, tier Tier) (*platform, error) {
 func (p *platform) newContainment(id string) (containment, error) {
 	switch p.tier {
 	case TierCgroup2:
-		return newCgroup2(p.mnt, p.cfg, p.instance, id)
+		p.homes.refresh(p.mnt.trickRoots())
+		return newCgroup2(p.mnt, p.cfg, p.instance, id, p.homes)
 	case TierCgroup1:
-		return newCgroup1(p.mnt, p.cfg, p.instance, id)
+		p.homes.refresh(p.mnt.trickRoots())
+		return newCgroup1(p.mnt, p.cfg, p.instance, id, p.homes)
 	case TierPgroup:
 		return pgroupC{}, nil
 	}
@@ -117,7 +121,7 @@ func (p *platform) close() error {
 	if p.prep != nil {
 		err = p.prep.close()
 	}
-	err = errors.Join(err, p.wd.close(), p.own.close())
+	err = errors.Join(err, p.wd.close(), p.own.close(), p.homes.close())
 	for _, d := range p.mnt.instanceDirs(p.cfg.CgroupParent, p.instance) {
 		if rerr := unix.Rmdir(d); rerr != nil && !errors.Is(rerr, unix.ENOENT) && !errors.Is(rerr, unix.EBUSY) && !errors.Is(rerr, unix.ENOTEMPTY) {
 			err = errors.Join(err, fmt.Errorf("killtree: rmdir %s: %w", d, rerr))

@@ -3,6 +3,7 @@ package killtree
 import (
 	"errors"
 	"io/fs"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -94,4 +95,115 @@ func openRetry(path string, mode int) (int, error) {
 		}
 		return fd, nil
 	}
+}
+
+// kernelFD is a kernel file kept open, to be re-read with pread from offset 0
+// or re-written, without an open, a close and a path walk every time (a
+// procfs or cgroupfs open is most of what reading such a file costs:
+// BenchmarkChildrenRead). Its methods are safe for concurrent use; after
+// close they fail with fs.ErrClosed instead of touching a descriptor number
+// the process may have reused.
+type kernelFD struct {
+	path string
+	mu   sync.RWMutex // held for reading by every use, for writing by close
+	fd   int          // -1 once closed; guarded by mu
+}
+
+// openKernelFD opens path (unix.O_RDONLY, O_WRONLY or O_PATH) for keeps.
+func openKernelFD(path string, mode int) (*kernelFD, error) {
+	fd, err := openRetry(path, mode)
+	if err != nil {
+		return nil, err
+	}
+	return &kernelFD{path: path, fd: fd}, nil
+}
+
+// readAll returns the whole file, read into buf (grown as needed): pread from
+// offset 0 to a zero-length read. A seq_file restarts at offset 0, and a
+// single read stops short where its page-sized buffer ends, so a short read
+// is not the end.
+func (k *kernelFD) readAll(buf []byte) ([]byte, error) {
+	if k == nil {
+		return nil, &fs.PathError{Op: "read", Err: fs.ErrClosed}
+	}
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	if k.fd < 0 {
+		return nil, &fs.PathError{Op: "read", Path: k.path, Err: fs.ErrClosed}
+	}
+	if len(buf) == 0 {
+		buf = make([]byte, 512)
+	}
+	n := 0
+	for {
+		if n == len(buf) {
+			buf = append(buf, make([]byte, len(buf))...)
+		}
+		m, err := unix.Pread(k.fd, buf[n:], int64(n))
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return nil, &fs.PathError{Op: "read", Path: k.path, Err: err}
+		}
+		if m == 0 {
+			return buf[:n], nil
+		}
+		n += m
+	}
+}
+
+// write writes s in one write.
+func (k *kernelFD) write(s string) error {
+	if k == nil {
+		return &fs.PathError{Op: "write", Err: fs.ErrClosed}
+	}
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	if k.fd < 0 {
+		return &fs.PathError{Op: "write", Path: k.path, Err: fs.ErrClosed}
+	}
+	for {
+		_, err := unix.Write(k.fd, []byte(s))
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return &fs.PathError{Op: "write", Path: k.path, Err: err}
+		}
+		return nil
+	}
+}
+
+// raw runs f with the descriptor (for an O_PATH directory handed to clone3),
+// or returns fs.ErrClosed.
+func (k *kernelFD) raw(f func(fd int) error) error {
+	if k == nil {
+		return &fs.PathError{Op: "use", Err: fs.ErrClosed}
+	}
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	if k.fd < 0 {
+		return &fs.PathError{Op: "use", Path: k.path, Err: fs.ErrClosed}
+	}
+	return f(k.fd)
+}
+
+// close closes the file; idempotent. On a nil *kernelFD every method fails
+// with fs.ErrClosed but close, which does nothing.
+func (k *kernelFD) close() error {
+	if k == nil {
+		return nil
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.fd < 0 {
+		return nil
+	}
+	err := unix.Close(k.fd)
+	k.fd = -1
+	if err != nil {
+		return &fs.PathError{Op: "close", Path: k.path, Err: err}
+	}
+	return nil
 }

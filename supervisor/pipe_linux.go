@@ -136,6 +136,9 @@ func (o *outputs) ensureWaker() error {
 	return nil
 }
 
+// errNoPollLoop is the reason wait gives when a test turned the poll loop off.
+var errNoPollLoop = errors.New("supervisor: poll loop turned off")
+
 // errStopped is what a stream's drain reports when stopDrains ended it
 // before EOF.
 var errStopped = errors.New("supervisor: drain stopped before EOF")

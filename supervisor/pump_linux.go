@@ -46,6 +46,10 @@ func (p *proc) wait(ctx context.Context) ending {
 	// Our own pidfd, not the tree's: this loop owns it, so nothing can
 	// close it (and let its number be reused) under the poll.
 	pidfd, err := unix.PidfdOpen(p.tree.Pid(), 0)
+	if err == nil && p.s.noPollLoop {
+		unix.Close(pidfd)
+		err = errNoPollLoop
+	}
 	if err == nil && ctx.Done() != nil {
 		if err = p.outs.ensureWaker(); err == nil {
 			stop := context.AfterFunc(ctx, p.outs.wake.signal)

@@ -103,6 +103,11 @@ type Supervisor struct {
 	running     atomic.Int64
 	started     atomic.Int64
 	drained     atomic.Int64
+
+	// noPollLoop makes wait take its fallback on Linux (the tree's exit
+	// watcher and the background pump from the start), as when no pidfd or
+	// eventfd can be had. Set by tests only, before the first Run.
+	noPollLoop bool
 }
 
 // Stats are running totals since New, for metrics. Safe for concurrent use.
