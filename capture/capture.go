@@ -81,11 +81,13 @@ func (h *Head) Write(p []byte) (int, error) {
 	h.totalNL += nl
 	h.endsNL = p[len(p)-1] == '\n'
 	if !h.firstDone {
-		if i := bytes.IndexByte(p, '\n'); i >= 0 {
-			h.firstLine += int64(i)
-			h.firstDone = true
-		} else {
+		// nl already says whether p ends the first line: a stream
+		// without newlines is scanned once per write, not twice.
+		if nl == 0 {
 			h.firstLine += int64(len(p))
+		} else {
+			h.firstLine += int64(bytes.IndexByte(p, '\n'))
+			h.firstDone = true
 		}
 	}
 	if !h.full {

@@ -275,12 +275,10 @@ func TestExitedClosedByClose(t *testing.T) {
 	}
 }
 
-// TestProcsFresh: the cgroup tiers' procs reads what the cgroup holds now.
-// cgroup2 re-reads a cgroup.procs kept open from offset 0, which restarts
-// the kernel's task iteration; a v1 cgroup.procs read through an open file
-// would come from a pidlist cached for a second, so cgroup1 opens it for
-// every read. Either way the PID of a child just reaped is gone from the very
-// next read.
+// TestProcsFresh: the cgroup tiers' procs reads what the cgroup holds now:
+// the PID of a child just reaped is gone from the very next read. It guards
+// against keeping cgroup.procs open to save the open: on v1 such a file's
+// reads come from a pidlist cached for a second (see cgroup1.procs).
 func TestProcsFresh(t *testing.T) {
 	mnt := findMounts()
 	cfg := Config{}.withDefaults()

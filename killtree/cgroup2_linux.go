@@ -21,20 +21,19 @@ import (
 // parent's cgroup, research notes §2.5, E6b).
 type cgroup2 struct {
 	dir    string
-	suffix string    // "/<parent>/<instance>/<id>"
-	used   bool      // a command was started in it
-	v1     []v1leaf  // hybrid hosts: the v1 pids leaf carrying pids.max
-	homes  *homes    // the thread trick's home cgroups; nil: read them at each start
-	handle *kernelFD // dir, opened O_PATH, for clone3's CLONE_INTO_CGROUP
-	list   *kernelFD // dir/cgroup.procs, re-read by procs (a v2 read from offset 0 restarts the task iteration: cgroup_procs_start)
+	suffix string   // "/<parent>/<instance>/<id>"
+	used   bool     // a command was started in it
+	v1     []v1leaf // hybrid hosts: the v1 pids leaf carrying pids.max
+	homes  *homes   // the thread trick's home cgroups; nil: read them at each start
 
 	mu        sync.Mutex
 	destroyed bool // guarded by mu
 }
 
-// newCgroup2 makes the leaf, applies the limits and opens the files a start
-// and the scans use, so that none of that happens on the start path when the
-// preparer made it.
+// newCgroup2 makes the leaf and applies the limits. It keeps no file of the
+// leaf open: a prepared containment holding descriptors would make the
+// process's descriptor count depend on the preparer's timing, and the opens
+// it would save cost some 12 µs a command.
 func newCgroup2(mnt *mounts, cfg Config, inst, id string, h *homes) (c *cgroup2, retErr error) {
 	if mnt.v2 == "" {
 		return nil, fmt.Errorf("killtree: no cgroup2 mount: %w", ErrUnavailable)
@@ -52,12 +51,6 @@ func newCgroup2(mnt *mounts, cfg Config, inst, id string, h *homes) (c *cgroup2,
 	}()
 	if err := c.limit(mnt, cfg, inst, rel); err != nil {
 		return nil, err
-	}
-	if c.handle, err = openKernelFD(dir, unix.O_PATH|unix.O_DIRECTORY); err != nil {
-		return nil, fmt.Errorf("killtree: %w", err)
-	}
-	if c.list, err = openKernelFD(filepath.Join(dir, "cgroup.procs"), unix.O_RDONLY); err != nil {
-		return nil, fmt.Errorf("killtree: %w", err)
 	}
 	return c, nil
 }
@@ -129,18 +122,21 @@ func (c *cgroup2) start(cmd *exec.Cmd) error {
 		return fmt.Errorf("killtree: cgroup %s already used", c.dir)
 	}
 	c.used = true
-	return c.handle.raw(func(fd int) error {
-		attr := setSession(cmd)
-		attr.UseCgroupFD = true
-		attr.CgroupFD = fd
-		return startInV1(c.v1, c.homes, cmd.Start)
-	})
+	fd, err := unix.Open(c.dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("killtree: open %s: %w", c.dir, err)
+	}
+	defer unix.Close(fd)
+	attr := setSession(cmd)
+	attr.UseCgroupFD = true
+	attr.CgroupFD = fd
+	return startInV1(c.v1, c.homes, cmd.Start)
 }
 
 func (c *cgroup2) leafSuffix() string { return c.suffix }
 
 func (c *cgroup2) procs() ([]int, error) {
-	return readProcs(c.list, filepath.Join(c.dir, "cgroup.procs"))
+	return readPids(filepath.Join(c.dir, "cgroup.procs"))
 }
 
 // kill lists the cgroup's processes (the count for the report, and the PIDs
@@ -179,7 +175,7 @@ func (c *cgroup2) destroy() error {
 		return nil
 	}
 	c.destroyed = true
-	errs := []error{c.handle.close(), c.list.close(), rmLeaf(c.dir)}
+	errs := []error{rmLeaf(c.dir)}
 	for _, l := range c.v1 {
 		errs = append(errs, l.remove())
 	}

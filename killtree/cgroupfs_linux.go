@@ -129,23 +129,6 @@ func readPids(path string) ([]int, error) {
 	return parsePids(b), nil
 }
 
-// readProcs lists a cgroup's processes through its cgroup.procs file kept
-// open (list), or by path once list is closed. A removed cgroup (ENODEV on
-// the open file, ENOENT by path) lists no one.
-func readProcs(list *kernelFD, path string) ([]int, error) {
-	var buf [512]byte
-	b, err := list.readAll(buf[:])
-	switch {
-	case err == nil:
-		return parsePids(b), nil
-	case errors.Is(err, fs.ErrClosed):
-		return readPids(path)
-	case errors.Is(err, unix.ENODEV):
-		return nil, nil
-	}
-	return nil, fmt.Errorf("killtree: %w", err)
-}
-
 // parsePids parses whitespace-separated decimal PIDs (cgroup.procs, tasks,
 // /proc/<pid>/task/<tid>/children) without allocating per number.
 func parsePids(b []byte) []int {
@@ -207,30 +190,22 @@ func rmLeaf(dir string) error {
 
 // v1leaf is a cgroup v1 directory the child joins through the thread trick.
 type v1leaf struct {
-	ctrl  string    // controller whose line in /proc/thread-self/cgroup names the thread's cgroup
-	root  string    // the hierarchy's mount point
-	dir   string    // the leaf
-	tasks *kernelFD // dir/tasks, open for writing from the leaf's creation to its removal
+	ctrl string // controller whose line in /proc/thread-self/cgroup names the thread's cgroup
+	root string // the hierarchy's mount point
+	dir  string // the leaf
 }
 
-// mkV1Leaf creates the v1 leaf root/rel of controller ctrl and opens its
-// tasks file. On error nothing is left.
+// mkV1Leaf creates the v1 leaf root/rel of controller ctrl.
 func mkV1Leaf(ctrl, root, rel string) (v1leaf, error) {
 	dir, err := mkLeaf(root, rel)
 	if err != nil {
 		return v1leaf{}, err
 	}
-	tasks, err := openKernelFD(filepath.Join(dir, "tasks"), unix.O_WRONLY)
-	if err != nil {
-		return v1leaf{}, errors.Join(fmt.Errorf("killtree: %w", err), rmLeaf(dir))
-	}
-	return v1leaf{ctrl: ctrl, root: root, dir: dir, tasks: tasks}, nil
+	return v1leaf{ctrl: ctrl, root: root, dir: dir}, nil
 }
 
-// remove closes the tasks file and removes the leaf.
-func (l v1leaf) remove() error {
-	return errors.Join(l.tasks.close(), rmLeaf(l.dir))
-}
+// remove removes the leaf.
+func (l v1leaf) remove() error { return rmLeaf(l.dir) }
 
 // startInV1 runs start (which forks) with the calling thread moved into the
 // v1 leaves. cgroup v1 has no CLONE_INTO_CGROUP, but a child inherits the
@@ -289,8 +264,8 @@ func lockedThread(leaves []v1leaf, h *homes) thread {
 // join moves the thread into every leaf.
 func (th thread) join(leaves []v1leaf) error {
 	for _, l := range leaves {
-		if err := l.tasks.write("0"); err != nil {
-			return fmt.Errorf("killtree: %w", err)
+		if err := writeFile(filepath.Join(l.dir, "tasks"), "0"); err != nil {
+			return err
 		}
 	}
 	return nil

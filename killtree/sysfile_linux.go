@@ -175,20 +175,6 @@ func (k *kernelFD) write(s string) error {
 	}
 }
 
-// raw runs f with the descriptor (for an O_PATH directory handed to clone3),
-// or returns fs.ErrClosed.
-func (k *kernelFD) raw(f func(fd int) error) error {
-	if k == nil {
-		return &fs.PathError{Op: "use", Err: fs.ErrClosed}
-	}
-	k.mu.RLock()
-	defer k.mu.RUnlock()
-	if k.fd < 0 {
-		return &fs.PathError{Op: "use", Path: k.path, Err: fs.ErrClosed}
-	}
-	return f(k.fd)
-}
-
 // close closes the file; idempotent. On a nil *kernelFD every method fails
 // with fs.ErrClosed but close, which does nothing.
 func (k *kernelFD) close() error {

@@ -6,7 +6,12 @@
 // shell inside a fresh killtree containment with stdin on /dev/null (or the
 // request's bytes), drains stdout and stderr concurrently into the capture
 // layer without ever blocking the child, and delivers live events to the
-// request's callback without letting a slow callback slow the drain.
+// request's callback without letting a slow callback slow the drain. On
+// Linux the goroutine that called Run drains a short command itself, with
+// one ppoll over both pipes and a pidfd of the shell, so that the shell's
+// exit wakes that one thread; a command that proves busy, and whatever the
+// shell left holding a pipe, is drained by goroutines in the runtime's
+// poller (pump_linux.go says why). Elsewhere goroutines drain from the start.
 //
 // The way down is the same for a timeout, an aborted context and processes
 // left behind by a shell that exited (after a short settle): SIGTERM to every

@@ -4,29 +4,30 @@ import (
 	"errors"
 	"os"
 	"sync"
-	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
 
 // outputs are the read ends of the child's stdout and stderr. On Linux they
-// are raw non-blocking descriptors that the pump polls (pump_linux.go); they
-// are never registered with the runtime's poller.
+// start as raw non-blocking descriptors that wait polls on the calling
+// goroutine (pump_linux.go), never registered with the runtime's poller; a
+// stream that outlives that phase becomes an *os.File in the poller, drained
+// by a goroutine of its own.
 type outputs struct {
-	fd  [2]int   // read ends, stdout and stderr; -1 once closed
-	eof [2]bool  // the stream reached EOF (or failed); written by the pump that drains it
-	err [2]error // the read error that ended the stream, if any
+	fd  [2]int      // read ends, stdout and stderr; -1 once closed or handed to f
+	f   [2]*os.File // the read ends handed to drain goroutines; nil until then
+	eof [2]bool     // the stream reached EOF (or failed) in the poll loop
 
-	wake   *waker        // nil until the first pump that needs one
-	stop   atomic.Bool   // stopDrains asked the background pump to give up
-	pumped chan struct{} // closed when the background pump returned; nil when none ran
+	// What the poll loop has seen, to tell a short command from a busy one.
+	wakeups int
+	bytes   int64
 }
 
-// open makes both output pipes. The read ends are non-blocking and
-// stay ours; the write ends, the child's, are plain blocking descriptors
-// (os.Pipe would register both ends with the runtime's poller, and os/exec
-// would then switch the child's end back to blocking mode). On error nothing
-// is left open.
+// open makes both output pipes. The read ends are non-blocking and stay
+// ours; the write ends, the child's, are plain blocking descriptors (os.Pipe
+// would register both ends with the runtime's poller, and os/exec would then
+// switch the child's end back to blocking mode). On error nothing is left
+// open.
 func (o *outputs) open() (wOut, wErr *os.File, err error) {
 	o.fd = [2]int{-1, -1}
 	var w [2]int
@@ -56,31 +57,35 @@ func (o *outputs) open() (wOut, wErr *os.File, err error) {
 }
 
 // watch tells the tree which pipes are the command's, for the pipe-holder
-// scan. The descriptors stay open until close, after the last scan.
+// scan. The descriptors stay open (as themselves or inside f) until close,
+// after the last scan.
 func (o *outputs) watch(p *proc) { p.tree.WatchPipes(o.fd[0], o.fd[1]) }
 
-// close closes the read ends and the waker. The pumps are done with them:
-// close runs after drainAll received every stream's end and after the
-// background pump returned.
+// file hands stream i's descriptor to the runtime's poller as an *os.File.
+func (o *outputs) file(i int) *os.File {
+	o.f[i] = os.NewFile(uintptr(o.fd[i]), [2]string{"|0", "|2"}[i])
+	o.fd[i] = -1
+	return o.f[i]
+}
+
+// close closes the read ends. drainAll received every drain goroutine's end
+// first.
 func (o *outputs) close() {
-	if o.pumped != nil {
-		<-o.pumped
-	}
-	for i, fd := range o.fd {
-		if fd >= 0 {
-			unix.Close(fd)
-			o.fd[i] = -1
+	for i := range o.fd {
+		switch {
+		case o.f[i] != nil:
+			o.f[i].Close()
+		case o.fd[i] >= 0:
+			unix.Close(o.fd[i])
 		}
-	}
-	if o.wake != nil {
-		o.wake.close()
+		o.fd[i] = -1
 	}
 }
 
-// waker is an eventfd that makes a pump's poll return: a cancelled context
-// (phase one) or stopDrains (the background pump). signal and close are safe
-// for concurrent use, so a context.AfterFunc still running when the command
-// ends never writes to a closed, perhaps reused, descriptor.
+// waker is an eventfd that makes the poll loop return when the context is
+// cancelled. signal and close are safe for concurrent use, so a
+// context.AfterFunc still running when the loop is done never writes to a
+// closed, perhaps reused, descriptor.
 type waker struct {
 	mu sync.Mutex
 	fd int // -1 once closed; guarded by mu
@@ -104,7 +109,7 @@ func (w *waker) signal() {
 	w.mu.Unlock()
 }
 
-// reset consumes the pending wake-ups. Only the pump that polls calls it.
+// reset consumes the pending wake-ups. Only the loop that polls calls it.
 func (w *waker) reset() {
 	var b [8]byte
 	w.mu.Lock()
@@ -123,22 +128,5 @@ func (w *waker) close() {
 	w.mu.Unlock()
 }
 
-// ensureWaker creates the waker if there is none yet.
-func (o *outputs) ensureWaker() error {
-	if o.wake != nil {
-		return nil
-	}
-	w, err := newWaker()
-	if err != nil {
-		return err
-	}
-	o.wake = w
-	return nil
-}
-
 // errNoPollLoop is the reason wait gives when a test turned the poll loop off.
 var errNoPollLoop = errors.New("supervisor: poll loop turned off")
-
-// errStopped is what a stream's drain reports when stopDrains ended it
-// before EOF.
-var errStopped = errors.New("supervisor: drain stopped before EOF")

@@ -8,39 +8,50 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// On Linux the goroutine that called Run drains the command itself: one
-// ppoll(2) over both pipes' read ends, a pidfd of the shell and, when the
-// context can be cancelled, an eventfd, until the shell exits, the timeout
-// passes or the context is cancelled. The shell's exit then wakes that one
-// thread, which goes straight on to the way down. A drain goroutine per pipe
-// and an exit watcher in the runtime's poller meant three wake-ups handed
-// from thread to thread for the same exit: 4 to 5 % of the run of a `true`
-// (BenchmarkOverheadRatio), more than everything else the supervisor adds.
+// On Linux the goroutine that called Run drains the command itself at first:
+// one ppoll(2) over both pipes' read ends, a pidfd of the shell and, when the
+// context can be cancelled, an eventfd. A short command's exit then wakes
+// that one thread, which goes straight on to the way down. A drain goroutine
+// per pipe and an exit watcher in the runtime's poller meant three wake-ups
+// handed from thread to thread for the same exit: 4 to 5 % of the run of a
+// `true` (BenchmarkOverheadRatio), more than everything else the supervisor
+// adds.
 //
-// Whatever still holds a pipe after that (a process the shell left behind)
-// is drained by one background pump with the same loop until EOF or until
-// stopDrains gives up on it.
+// A blocking system call has its own price in the Go runtime, though: every
+// ppoll that sleeps lets sysmon take the goroutine's P away, and getting one
+// back costs futex wake-ups. Paid once per command, that is nothing; paid
+// once per 64 KiB of a flood, it cost a quarter of the throughput
+// (BenchmarkDrain: 0.75× against 1.0× for goroutines in the poller). So a
+// command that proves busy (busyWakeups polls, or busyBytes drained) leaves
+// the loop: its streams go to drain goroutines in the runtime's poller,
+// whose idle threads spin before they sleep, and its end is watched there
+// (selectEnd). So do the streams still open when the loop ends, which only
+// processes the shell left behind can hold.
+const (
+	busyWakeups = 64
+	busyBytes   = 256 << 10
+)
 
 // maxReadsPerWake bounds the reads of one pipe between two polls, so that a
-// flood cannot keep the loop from noticing the exit, the deadline or the
-// waker (16 reads are 1 MiB).
+// stream that never runs dry cannot keep the loop from noticing the exit,
+// the deadline or the waker (16 reads are 1 MiB).
 const maxReadsPerWake = 16
 
-// pumpEnd says why a pump returned.
-type pumpEnd int
+// pollEnd says why the poll loop returned.
+type pollEnd int
 
 const (
-	pumpEOF      pumpEnd = iota // every stream reached EOF (only when asked to stop there)
-	pumpExited                  // the pidfd turned readable: the shell exited
-	pumpWoken                   // the waker was signalled
-	pumpDeadline                // the deadline passed
-	pumpFailed                  // ppoll itself failed
+	pollExited   pollEnd = iota // the pidfd turned readable: the shell exited
+	pollWoken                   // the waker was signalled
+	pollDeadline                // the deadline passed
+	pollBusy                    // the command is busy: leave it to the poller
+	pollFailed                  // ppoll itself failed
 )
 
 // wait is the first phase of supervise: it drains both pipes on this
 // goroutine until the shell exits, the deadline passes or ctx is cancelled,
-// and returns which; the streams still open then are handed to the
-// background pump.
+// and returns which. Streams still open then, and every stream of a busy
+// command, are handed to drain goroutines (handOff).
 func (p *proc) wait(ctx context.Context) ending {
 	deadline := time.Now().Add(p.v.timeout)
 	// Our own pidfd, not the tree's: this loop owns it, so nothing can
@@ -50,35 +61,36 @@ func (p *proc) wait(ctx context.Context) ending {
 		unix.Close(pidfd)
 		err = errNoPollLoop
 	}
+	var wake *waker
 	if err == nil && ctx.Done() != nil {
-		if err = p.outs.ensureWaker(); err == nil {
-			stop := context.AfterFunc(ctx, p.outs.wake.signal)
-			defer stop()
+		if wake, err = newWaker(); err == nil {
+			defer wake.close()
+			defer context.AfterFunc(ctx, wake.signal)() // stops the AfterFunc before the close
 		} else {
 			unix.Close(pidfd)
 		}
 	}
 	if err != nil {
-		p.log.Warn().Err(err).Msg("no descriptor for the poll loop; draining in the background")
+		p.log.Warn().Err(err).Msg("no descriptor for the poll loop; draining in goroutines")
 		p.handOff()
 		return p.selectEnd(ctx, deadline)
 	}
 	defer unix.Close(pidfd)
-	end, ok := p.waitPolled(ctx, pidfd, deadline)
+	end, known := p.waitPolled(ctx, pidfd, wake, deadline)
 	p.handOff()
-	if !ok {
+	if !known {
 		return p.selectEnd(ctx, deadline)
 	}
 	return end
 }
 
-// waitPolled runs the pump until the shell's end is known; ok is false when
-// ppoll failed and the end must be watched otherwise.
-func (p *proc) waitPolled(ctx context.Context, pidfd int, deadline time.Time) (ending, bool) {
+// waitPolled runs the poll loop until the shell's end is known, or until
+// the end must be watched otherwise (known false: the command is busy, or
+// ppoll failed).
+func (p *proc) waitPolled(ctx context.Context, pidfd int, wake *waker, deadline time.Time) (end ending, known bool) {
 	for {
-		why := p.pump(pidfd, deadline, false)
-		switch why {
-		case pumpExited:
+		switch p.pump(pidfd, wake, deadline) {
+		case pollExited:
 			// The shell's own descriptors closed before it turned into a
 			// zombie (do_exit: exit_files, then exit_notify), so its
 			// pipes are at EOF unless something else holds them; read
@@ -88,94 +100,42 @@ func (p *proc) waitPolled(ctx context.Context, pidfd int, deadline time.Time) (e
 				return endAborted, true // Close killed it (or it ended as Close began)
 			}
 			return endExited, true
-		case pumpDeadline:
+		case pollDeadline:
 			return endTimedOut, true
-		case pumpWoken:
+		case pollWoken:
 			if ctx.Err() != nil {
 				return endAborted, true
 			}
-		case pumpFailed:
+		case pollBusy, pollFailed:
 			return 0, false
 		}
 	}
 }
 
-// handOff starts the background pump for the streams not yet at EOF and
-// records how many drainAll waits for. The pump reports each of them on
-// p.drained: nil at EOF, the read error, or errStopped.
+// handOff starts a drain goroutine for every stream not yet at EOF, and
+// records how many drainAll waits for.
 func (p *proc) handOff() {
-	o := &p.outs
-	var open []int
-	for i := range o.eof {
-		if !o.eof[i] {
-			open = append(open, i)
-		}
-	}
-	p.pending = len(open)
-	if len(open) == 0 {
-		return
-	}
-	if err := o.ensureWaker(); err != nil {
-		// stopDrains then reaches the pump through its flag alone.
-		p.log.Warn().Err(err).Msg("no waker for the background drain")
-	}
-	o.pumped = make(chan struct{})
-	go func() {
-		defer close(o.pumped)
-		p.drainRest()
-		for _, i := range open {
-			err := o.err[i]
-			if !o.eof[i] {
-				err = errStopped
-				o.eof[i] = true
-				p.live.eof(i)
-			}
-			p.drained <- err
-		}
-	}()
-}
-
-// drainRest is the background pump: it drains until every stream reached
-// EOF or stopDrains asked it to stop. Without a waker it looks at the stop
-// flag every 100 ms.
-func (p *proc) drainRest() {
-	o := &p.outs
-	for !o.stop.Load() {
-		var deadline time.Time
-		if o.wake == nil {
-			deadline = time.Now().Add(100 * time.Millisecond)
-		}
-		switch p.pump(-1, deadline, true) {
-		case pumpEOF:
-			return
-		case pumpFailed:
-			if o.wake == nil {
-				return // neither poll nor wake works: give up, as stopDrains would
-			}
-			time.Sleep(10 * time.Millisecond) // ppoll failed; retry rather than spin; not synchronisation
+	for i := range p.outs.fd {
+		if !p.outs.eof[i] {
+			p.pending++
+			go p.drain(i, p.outs.file(i))
 		}
 	}
 }
 
-// stopDrains makes the background pump give up on the streams still open.
-func (p *proc) stopDrains() {
-	p.outs.stop.Store(true)
-	if p.outs.wake != nil {
-		p.outs.wake.signal()
-	}
-}
-
-// pump drains the open streams with one ppoll over them, exitFD (when ≥ 0)
-// and the waker (when there is one), until exitFD turns readable, the waker
-// is signalled, the deadline passes (zero: none), or, with atEOF, every
-// stream has reached EOF.
-func (p *proc) pump(exitFD int, deadline time.Time, atEOF bool) pumpEnd {
+// pump drains the open streams with one ppoll over them, exitFD and the
+// waker (when there is one), until exitFD turns readable, the waker is
+// signalled, the deadline passes, or the command proves busy.
+func (p *proc) pump(exitFD int, wake *waker, deadline time.Time) pollEnd {
 	o := &p.outs
 	bp := readBufs.Get().(*[]byte)
 	defer readBufs.Put(bp)
 	var set [4]unix.PollFd
 	var stream [2]int // stream index of set[k], for the pipes
 	for {
+		if o.wakeups >= busyWakeups || o.bytes >= busyBytes {
+			return pollBusy
+		}
 		fds := set[:0]
 		for i := range o.fd {
 			if !o.eof[i] {
@@ -184,50 +144,42 @@ func (p *proc) pump(exitFD int, deadline time.Time, atEOF bool) pumpEnd {
 			}
 		}
 		pipes := len(fds)
-		if pipes == 0 && atEOF {
-			return pumpEOF
+		fds = append(fds, unix.PollFd{Fd: int32(exitFD), Events: unix.POLLIN})
+		if wake != nil {
+			fds = append(fds, unix.PollFd{Fd: int32(wake.fd), Events: unix.POLLIN})
 		}
-		if exitFD >= 0 {
-			fds = append(fds, unix.PollFd{Fd: int32(exitFD), Events: unix.POLLIN})
+		d := time.Until(deadline)
+		if d <= 0 {
+			return pollDeadline
 		}
-		if o.wake != nil {
-			fds = append(fds, unix.PollFd{Fd: int32(o.wake.fd), Events: unix.POLLIN})
-		}
-		var ts *unix.Timespec
-		if !deadline.IsZero() {
-			d := time.Until(deadline)
-			if d <= 0 {
-				return pumpDeadline
-			}
-			t := unix.NsecToTimespec(d.Nanoseconds())
-			ts = &t
-		}
-		n, err := unix.Ppoll(fds, ts, nil)
+		ts := unix.NsecToTimespec(d.Nanoseconds())
+		n, err := unix.Ppoll(fds, &ts, nil)
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
 		if err != nil {
 			p.log.Warn().Err(err).Msg("ppoll")
-			return pumpFailed
+			return pollFailed
 		}
 		if n == 0 {
 			continue // the timeout: the deadline check above returns
 		}
+		o.wakeups++
 		for k := range pipes {
 			if fds[k].Revents != 0 {
 				p.readReady(stream[k], *bp)
 			}
 		}
-		end := pumpEnd(-1)
+		end := pollEnd(-1)
 		for _, f := range fds[pipes:] {
 			switch {
 			case f.Revents == 0:
 			case int(f.Fd) == exitFD:
-				end = pumpExited
+				end = pollExited
 			default:
-				o.wake.reset()
+				wake.reset()
 				if end < 0 {
-					end = pumpWoken
+					end = pollWoken
 				}
 			}
 		}
@@ -258,7 +210,7 @@ func (p *proc) flush() {
 		}
 		n, err := unix.Poll(fds, 0)
 		if err != nil || n == 0 {
-			return // EINTR included: the background pump reads the rest
+			return // EINTR included: the drain goroutines read the rest
 		}
 		for k := range fds {
 			if fds[k].Revents != 0 {
@@ -276,6 +228,7 @@ func (p *proc) readReady(i int, buf []byte) {
 		n, err := unix.Read(o.fd[i], buf)
 		switch {
 		case n > 0:
+			o.bytes += int64(n)
 			p.take(i, buf[:n])
 			if n < len(buf) {
 				return
@@ -288,7 +241,7 @@ func (p *proc) readReady(i int, buf []byte) {
 			return
 		case errors.Is(err, unix.EINTR):
 		default:
-			o.err[i] = err
+			p.log.Warn().Err(err).Int("stream", i).Msg("drain")
 			o.eof[i] = true
 			p.live.eof(i)
 			return

@@ -4,8 +4,6 @@ package supervisor
 
 import (
 	"context"
-	"errors"
-	"io"
 	"os"
 	"time"
 )
@@ -47,40 +45,9 @@ func (o *outputs) close() {
 // the abort.
 func (p *proc) wait(ctx context.Context) ending {
 	deadline := time.Now().Add(p.v.timeout)
-	p.pending = len(p.outs.f)
 	for i, f := range p.outs.f {
+		p.pending++
 		go p.drain(i, f)
 	}
 	return p.selectEnd(ctx, deadline)
-}
-
-// stopDrains ends the drains still reading.
-func (p *proc) stopDrains() {
-	for _, f := range p.outs.f {
-		f.SetReadDeadline(time.Now())
-	}
-}
-
-// drain copies stream i until EOF (or until stopDrains ends it), then
-// reports EOF to the live side and its end on p.drained. It never stops
-// early: past the ceiling the capture only counts.
-func (p *proc) drain(i int, f *os.File) {
-	bp := readBufs.Get().(*[]byte)
-	defer readBufs.Put(bp)
-	buf := *bp
-	var err error
-	for {
-		n, rerr := f.Read(buf)
-		if n > 0 {
-			p.take(i, buf[:n])
-		}
-		if rerr != nil {
-			if !errors.Is(rerr, io.EOF) {
-				err = rerr
-			}
-			break
-		}
-	}
-	p.live.eof(i)
-	p.drained <- err
 }

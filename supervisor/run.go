@@ -20,7 +20,9 @@ import (
 // starts; a failure to start the shell returns an error too. Once the
 // command ran, Run returns a Result and a nil error whatever the command's
 // exit code. Cancelling ctx aborts the command: its tree is killed and the
-// Result has Aborted set.
+// Result has Aborted set. Run is safe for concurrent use; while a command
+// runs, Run holds an OS thread in a blocking system call (as os/exec's Wait
+// does), on Linux until the command ends or proves busy.
 func (s *Supervisor) Run(ctx context.Context, r Request) (Result, error) {
 	v, err := s.validate(r)
 	if err != nil {

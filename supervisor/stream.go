@@ -1,8 +1,12 @@
 package supervisor
 
 import (
+	"errors"
+	"io"
+	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/corral-sh/corral/budget"
 	"github.com/corral-sh/corral/capture"
@@ -102,4 +106,39 @@ func (p *proc) take(i int, b []byte) {
 	}
 	r.Write(b)
 	p.live.push(i, b)
+}
+
+// drain copies stream i from f until EOF (or until stopDrains ends it), then
+// reports EOF to the live side and its end on p.drained. It never stops
+// early: past the ceiling the capture only counts. f is in the runtime's
+// poller, so the wait holds no thread.
+func (p *proc) drain(i int, f *os.File) {
+	bp := readBufs.Get().(*[]byte)
+	defer readBufs.Put(bp)
+	buf := *bp
+	var err error
+	for {
+		n, rerr := f.Read(buf)
+		if n > 0 {
+			p.take(i, buf[:n])
+		}
+		if rerr != nil {
+			if !errors.Is(rerr, io.EOF) {
+				err = rerr
+			}
+			break
+		}
+	}
+	p.live.eof(i)
+	p.drained <- err
+}
+
+// stopDrains ends the drain goroutines still reading: their next read fails
+// with os.ErrDeadlineExceeded.
+func (p *proc) stopDrains() {
+	for _, f := range p.outs.f {
+		if f != nil {
+			f.SetReadDeadline(time.Now())
+		}
+	}
 }
