@@ -305,6 +305,8 @@ func (th thread) goHome(leaves []v1leaf) error {
 // a thread whose cached home was removed meanwhile goes to the hierarchy's
 // root (goHome). Safe for concurrent use; a nil *homes knows nothing.
 type homes struct {
+	parent string // Config.CgroupParent: a path under it is a containment, never a home
+
 	mu    sync.Mutex
 	path  map[string]string    // controller -> home; guarded by mu
 	files map[string]*kernelFD // controller -> home's tasks file; guarded by mu
@@ -313,13 +315,23 @@ type homes struct {
 
 // refresh reads the calling thread's v1 cgroups and opens the tasks file of
 // every home that changed, for the controllers in roots (controller -> mount
-// point). The caller must not be a thread the trick has moved: any thread not
-// locked by startInV1 is at home.
+// point).
+//
+// It locks its goroutine to the thread for the read: /proc/thread-self names
+// the thread that opens it, but the content is made when it is read, and an
+// unlocked goroutine can move to another thread in between, leaving the
+// first one free for a start to lock and move into a leaf (TestLoad's 200
+// concurrent commands cached leaves as homes that way). A thread the calling
+// goroutine holds locked is at home: the trick moves only threads it locked
+// itself, and brings them back before it unlocks them. A path under the
+// containments' parent is refused all the same.
 func (h *homes) refresh(roots map[string]string) {
 	if h == nil {
 		return
 	}
+	runtime.LockOSThread()
 	cur := threadCgroups()
+	runtime.UnlockOSThread()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.path == nil {
@@ -327,7 +339,7 @@ func (h *homes) refresh(roots map[string]string) {
 	}
 	for ctrl, root := range roots {
 		p, ok := cur[ctrl]
-		if !ok || h.path[ctrl] == p && h.files[ctrl] != nil {
+		if !ok || h.path[ctrl] == p && h.files[ctrl] != nil || h.inParent(p) {
 			continue
 		}
 		f, err := openKernelFD(filepath.Join(root, p, "tasks"), unix.O_WRONLY)
@@ -339,6 +351,16 @@ func (h *homes) refresh(roots map[string]string) {
 		}
 		h.path[ctrl], h.files[ctrl] = p, f
 	}
+}
+
+// inParent reports whether cgroup path p lies under the containments'
+// parent, where no thread of ours lives but for a start.
+func (h *homes) inParent(p string) bool {
+	parent := strings.Trim(filepath.ToSlash(h.parent), "/")
+	if parent == "" {
+		return false
+	}
+	return p == "/"+parent || strings.HasPrefix(p, "/"+parent+"/")
 }
 
 // tasks returns the open tasks file of ctrl's home, or nil.

@@ -5,10 +5,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/corral-sh/corral/internal/proctest"
 )
 
 // TestHomesRefresh: refresh caches the calling thread's v1 cgroups and an
@@ -19,7 +22,7 @@ func TestHomesRefresh(t *testing.T) {
 	if len(roots) == 0 {
 		t.Skip("no v1 freezer or pids hierarchy here")
 	}
-	h := &homes{}
+	h := &homes{parent: "corral"}
 	defer h.close()
 	runtime.LockOSThread() // refresh and the comparison read the same thread
 	defer runtime.UnlockOSThread()
@@ -141,3 +144,76 @@ func TestNoWatcherUntilExited(t *testing.T) {
 }
 
 func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
+
+// TestHomesRefuseContainments: a path under the containments' parent is never
+// cached as a home, whatever the thread reads.
+func TestHomesRefuseContainments(t *testing.T) {
+	h := &homes{parent: "corral"}
+	for _, tc := range []struct {
+		path string
+		want bool
+	}{
+		{"/corral/123-456/7", true},    // a leaf
+		{"/corral", true},              // the parent itself
+		{"/corral-other/x", false},     // a sibling that only shares the prefix
+		{"/", false},                   // the root
+		{"/system.slice/x", false},     // a service's cgroup
+		{"/a/corral/123-456/7", false}, // another tree's corral, not ours
+	} {
+		if (&homes{}).inParent(tc.path) {
+			t.Errorf("with no parent, inParent(%q) = true", tc.path)
+		}
+		if got := h.inParent(tc.path); got != tc.want {
+			t.Errorf("inParent(%q) = %v, want %v", tc.path, got, tc.want)
+		}
+	}
+}
+
+// TestHomesUnderConcurrentStarts: with starts in flight on many threads (each
+// moved into a leaf for its fork), the homes the preparer and the starts
+// refresh are never a leaf, and never change.
+func TestHomesUnderConcurrentStarts(t *testing.T) {
+	safety := proctest.Safe(t, safetyPids)
+	for _, tier := range []Tier{TierCgroup2, TierCgroup1} {
+		t.Run(string(tier), func(t *testing.T) {
+			if !tierWorks(safety.Name(), tier) {
+				t.Skipf("%s tier does not work here", tier)
+			}
+			m, err := New(Config{Tier: tier, CgroupParent: safety.Name()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			h := m.plat.homes
+			var wg sync.WaitGroup
+			for range 16 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for range 20 {
+						cmd := exec.Command(trueBinary())
+						tr, err := m.Start(cmd)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						_, _ = tr.Kill()
+						_ = cmd.Wait() // `true`: its status is not under test
+						_ = tr.Close()
+					}
+				}()
+			}
+			wg.Wait()
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			for ctrl, p := range h.path {
+				if h.inParent(p) {
+					t.Errorf("%s home cached as %q, a containment", ctrl, p)
+				}
+			}
+			if len(h.old) > 0 {
+				t.Errorf("the homes changed %d times while nothing moved the process", len(h.old))
+			}
+		})
+	}
+}

@@ -72,7 +72,7 @@ func newPlatform(cfg Config, tier Tier) (*platform, error) {
 		p.wd = wd
 	}
 	if tier == TierCgroup2 || tier == TierCgroup1 {
-		p.homes = &homes{}
+		p.homes = &homes{parent: cfg.CgroupParent}
 		p.prep = newPreparer(p.newContainment)
 	}
 	return p, nil
