@@ -79,6 +79,9 @@ type treeState struct {
 // other code in this process owns (os/exec would then lose its status, the
 // E12 regression in the research notes).
 func (t *Tree) attribute(ps []proc) []proc {
+	if len(ps) == 0 {
+		return nil // the common case after a shell exited alone: no maps, no getsid
+	}
 	st := &t.st
 	self := selfPid
 	selfSid, _ := unix.Getsid(0)

@@ -57,6 +57,9 @@ func (t *Tree) markExited() { t.exitedOnce.Do(func() { close(t.exited) }) }
 // liveMembers returns pids without duplicates and without the leader once
 // it has exited (an exited leader is an unreaped zombie, not a member).
 func (t *Tree) liveMembers(pids []int) []int {
+	if len(pids) == 0 {
+		return pids
+	}
 	exited := t.leaderExited()
 	seen := make(map[int]bool, len(pids))
 	out := pids[:0]
