@@ -23,6 +23,12 @@ func readKernelFile(path string, buf []byte) ([]byte, error) {
 		return nil, err
 	}
 	defer unix.Close(fd)
+	return readToEnd(path, buf, func(b []byte, _ int64) (int, error) { return unix.Read(fd, b) })
+}
+
+// readToEnd reads with read (given the offset reached so far) into buf,
+// grown as needed, until a zero-length read. Errors are *fs.PathError.
+func readToEnd(path string, buf []byte, read func(b []byte, off int64) (int, error)) ([]byte, error) {
 	if len(buf) == 0 {
 		buf = make([]byte, 512)
 	}
@@ -31,7 +37,7 @@ func readKernelFile(path string, buf []byte) ([]byte, error) {
 		if n == len(buf) {
 			buf = append(buf, make([]byte, len(buf))...)
 		}
-		m, err := unix.Read(fd, buf[n:])
+		m, err := read(buf[n:], int64(n))
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
@@ -131,26 +137,7 @@ func (k *kernelFD) readAll(buf []byte) ([]byte, error) {
 	if k.fd < 0 {
 		return nil, &fs.PathError{Op: "read", Path: k.path, Err: fs.ErrClosed}
 	}
-	if len(buf) == 0 {
-		buf = make([]byte, 512)
-	}
-	n := 0
-	for {
-		if n == len(buf) {
-			buf = append(buf, make([]byte, len(buf))...)
-		}
-		m, err := unix.Pread(k.fd, buf[n:], int64(n))
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil {
-			return nil, &fs.PathError{Op: "read", Path: k.path, Err: err}
-		}
-		if m == 0 {
-			return buf[:n], nil
-		}
-		n += m
-	}
+	return readToEnd(k.path, buf, func(b []byte, off int64) (int, error) { return unix.Pread(k.fd, b, off) })
 }
 
 // write writes s in one write.

@@ -3,7 +3,6 @@ package supervisor
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -109,7 +108,7 @@ func TestRunBusyHandOff(t *testing.T) {
 		// Past busyBytes at once, then the end comes later.
 		{name: "volume", cmd: "head -c 1000000 /dev/zero; sleep 0.2; echo done >&2", stderr: "done\n", bytes: 1000000},
 		// Past busyWakeups, one line at a time.
-		{name: "trickle", cmd: "for i in $(seq 100); do echo $i; sleep 0.002; done", stdout: seqLines(100), bytes: int64(len(seqLines(100)))},
+		{name: "trickle", cmd: "for i in $(seq 100); do echo $i; sleep 0.002; done", stdout: seqOutput(100), bytes: int64(len(seqOutput(100)))},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -123,14 +122,6 @@ func TestRunBusyHandOff(t *testing.T) {
 			}
 		})
 	}
-}
-
-func seqLines(n int) string {
-	var b strings.Builder
-	for i := 1; i <= n; i++ {
-		fmt.Fprintf(&b, "%d\n", i)
-	}
-	return b.String()
 }
 
 // TestStopDrains: drain goroutines reading pipes whose write ends never
