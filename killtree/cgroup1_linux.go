@@ -170,7 +170,7 @@ func (c *cgroup1) destroy() error {
 	c.destroyed = true
 	var errs []error
 	for _, l := range c.leaves {
-		errs = append(errs, l.remove())
+		errs = append(errs, rmLeaf(l.dir))
 	}
 	return errors.Join(errs...)
 }

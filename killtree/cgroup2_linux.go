@@ -177,7 +177,7 @@ func (c *cgroup2) destroy() error {
 	c.destroyed = true
 	errs := []error{rmLeaf(c.dir)}
 	for _, l := range c.v1 {
-		errs = append(errs, l.remove())
+		errs = append(errs, rmLeaf(l.dir))
 	}
 	return errors.Join(errs...)
 }

@@ -204,9 +204,6 @@ func mkV1Leaf(ctrl, root, rel string) (v1leaf, error) {
 	return v1leaf{ctrl: ctrl, root: root, dir: dir}, nil
 }
 
-// remove removes the leaf.
-func (l v1leaf) remove() error { return rmLeaf(l.dir) }
-
 // startInV1 runs start (which forks) with the calling thread moved into the
 // v1 leaves. cgroup v1 has no CLONE_INTO_CGROUP, but a child inherits the
 // cgroups of the thread that forks it, and os/exec forks on the thread of

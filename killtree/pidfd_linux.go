@@ -78,12 +78,15 @@ func pidfdReadable(f *os.File) bool {
 		return false
 	}
 	ready := false
-	_ = rc.Control(func(fd uintptr) { // an error: f was closed, ready stays false
-		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-		n, err := unix.Poll(fds, 0)
-		ready = err == nil && n > 0
-	})
+	_ = rc.Control(func(fd uintptr) { ready = readable(fd) }) // an error: f was closed, ready stays false
 	return ready
+}
+
+// readable polls descriptor fd once without waiting.
+func readable(fd uintptr) bool {
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, 0)
+	return err == nil && n > 0
 }
 
 // startWatch starts the goroutine behind Exited, once: it waits on a
@@ -135,11 +138,7 @@ func (t *Tree) watchExit(rc interface {
 }) {
 	defer t.wg.Done()
 	defer t.markExited()
-	_ = rc.Read(func(fd uintptr) bool { // an error: the copy was closed
-		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-		n, err := unix.Poll(fds, 0)
-		return err == nil && n > 0
-	})
+	_ = rc.Read(readable) // an error: the copy was closed
 }
 
 // pollExit is watchExit's fallback when the pidfd cannot be copied: it

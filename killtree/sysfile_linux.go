@@ -115,7 +115,7 @@ type kernelFD struct {
 	fd   int          // -1 once closed; guarded by mu
 }
 
-// openKernelFD opens path (unix.O_RDONLY, O_WRONLY or O_PATH) for keeps.
+// openKernelFD opens path (unix.O_RDONLY or O_WRONLY) for keeps.
 func openKernelFD(path string, mode int) (*kernelFD, error) {
 	fd, err := openRetry(path, mode)
 	if err != nil {

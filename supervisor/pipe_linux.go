@@ -1,7 +1,6 @@
 package supervisor
 
 import (
-	"errors"
 	"os"
 	"sync"
 
@@ -63,7 +62,7 @@ func (o *outputs) watch(p *proc) { p.tree.WatchPipes(o.fd[0], o.fd[1]) }
 
 // file hands stream i's descriptor to the runtime's poller as an *os.File.
 func (o *outputs) file(i int) *os.File {
-	o.f[i] = os.NewFile(uintptr(o.fd[i]), [2]string{"|0", "|2"}[i])
+	o.f[i] = os.NewFile(uintptr(o.fd[i]), [2]string{"stdout", "stderr"}[i])
 	o.fd[i] = -1
 	return o.f[i]
 }
@@ -127,6 +126,3 @@ func (w *waker) close() {
 	}
 	w.mu.Unlock()
 }
-
-// errNoPollLoop is the reason wait gives when a test turned the poll loop off.
-var errNoPollLoop = errors.New("supervisor: poll loop turned off")

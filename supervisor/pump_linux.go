@@ -136,13 +136,7 @@ func (p *proc) pump(exitFD int, wake *waker, deadline time.Time) pollEnd {
 		if o.wakeups >= busyWakeups || o.bytes >= busyBytes {
 			return pollBusy
 		}
-		fds := set[:0]
-		for i := range o.fd {
-			if !o.eof[i] {
-				stream[len(fds)] = i
-				fds = append(fds, unix.PollFd{Fd: int32(o.fd[i]), Events: unix.POLLIN})
-			}
-		}
+		fds := o.pollOpen(set[:0], &stream)
 		pipes := len(fds)
 		fds = append(fds, unix.PollFd{Fd: int32(exitFD), Events: unix.POLLIN})
 		if wake != nil {
@@ -189,6 +183,18 @@ func (p *proc) pump(exitFD int, wake *waker, deadline time.Time) pollEnd {
 	}
 }
 
+// pollOpen appends a POLLIN entry for every stream not at EOF to fds and
+// records in stream which stream each entry is.
+func (o *outputs) pollOpen(fds []unix.PollFd, stream *[2]int) []unix.PollFd {
+	for i := range o.fd {
+		if !o.eof[i] {
+			stream[len(fds)] = i
+			fds = append(fds, unix.PollFd{Fd: int32(o.fd[i]), Events: unix.POLLIN})
+		}
+	}
+	return fds
+}
+
 // flush reads what the open streams have ready now, without waiting, a few
 // rounds at most; a stream that reaches EOF is done.
 func (p *proc) flush() {
@@ -198,13 +204,7 @@ func (p *proc) flush() {
 	for range 4 {
 		var set [2]unix.PollFd
 		var stream [2]int
-		fds := set[:0]
-		for i := range o.fd {
-			if !o.eof[i] {
-				stream[len(fds)] = i
-				fds = append(fds, unix.PollFd{Fd: int32(o.fd[i]), Events: unix.POLLIN})
-			}
-		}
+		fds := o.pollOpen(set[:0], &stream)
 		if len(fds) == 0 {
 			return
 		}
@@ -248,3 +248,6 @@ func (p *proc) readReady(i int, buf []byte) {
 		}
 	}
 }
+
+// errNoPollLoop is the reason wait gives when a test turned the poll loop off.
+var errNoPollLoop = errors.New("supervisor: poll loop turned off")
