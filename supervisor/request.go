@@ -54,7 +54,8 @@ func invalid(format string, args ...any) error {
 type Request struct {
 	// Command is run as `<shell> -c Command`. Required; no NUL bytes.
 	Command string
-	// Dir is the working directory; "" is the supervisor's own. It must exist.
+	// Dir is the working directory; "" is the supervisor's own (see
+	// Config.User for commands run as another user). It must exist.
 	Dir string
 	// Env overrides variables of the inherited environment (and of the
 	// prompt-suppression defaults). Names are non-empty, without '=' or NUL.
@@ -140,6 +141,9 @@ func (s *Supervisor) validate(r Request) (validated, error) {
 		if !fi.IsDir() {
 			return bad("cwd %q is not a directory", r.Dir)
 		}
+		if s.user != nil && !s.user.canEnter(r.Dir) {
+			return bad("cwd %q: user %s may not enter it", r.Dir, s.user.name)
+		}
 	}
 	for k, val := range r.Env {
 		if err := checkEnvName(k); err != nil {
@@ -217,8 +221,9 @@ var promptKeys = func() map[string]bool {
 }()
 
 // environ builds the child's environment: the supervisor's own, minus the
-// scrubbed names, plus prompt suppression, plus the request's overrides,
-// minus its removals, plus the run marker. Scrubbed names never get through,
+// scrubbed names, plus prompt suppression and the run-as user's HOME, USER
+// and LOGNAME, plus the request's overrides, minus its removals, plus the
+// run marker. Scrubbed names never get through,
 // not even when the request sets them. It runs for every command, so it
 // filters one pass over the supervisor's environment instead of building a
 // map of it.
@@ -227,10 +232,11 @@ func (s *Supervisor) environ(v validated, runID string) []string {
 		return slices.Contains(v.Unset, k) || slices.Contains(s.cfg.Scrub, k)
 	}
 	base := os.Environ()
-	env := make([]string, 0, len(base)+len(promptSuppression)+len(v.Env)+1)
+	env := make([]string, 0, len(base)+len(promptSuppression)+len(userKeys)+len(v.Env)+1)
 	for _, kv := range base {
 		k, _, ok := strings.Cut(kv, "=")
-		if !ok || k == "" || k == RunIDEnv || (promptKeys[k] && !s.cfg.NoPromptSuppression) {
+		if !ok || k == "" || k == RunIDEnv || (promptKeys[k] && !s.cfg.NoPromptSuppression) ||
+			(userKeys[k] && s.user != nil) {
 			continue
 		}
 		if _, set := v.Env[k]; set || removed(k) {
@@ -238,12 +244,17 @@ func (s *Supervisor) environ(v validated, runID string) []string {
 		}
 		env = append(env, kv)
 	}
+	var defaults []string
 	if !s.cfg.NoPromptSuppression {
-		for _, kv := range promptSuppression {
-			k, _, _ := strings.Cut(kv, "=")
-			if _, set := v.Env[k]; !set && !removed(k) {
-				env = append(env, kv)
-			}
+		defaults = promptSuppression
+	}
+	if s.user != nil {
+		defaults = append(s.user.env(), defaults...)
+	}
+	for _, kv := range defaults {
+		k, _, _ := strings.Cut(kv, "=")
+		if _, set := v.Env[k]; !set && !removed(k) {
+			env = append(env, kv)
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(v.Env)) {

@@ -101,6 +101,12 @@ func (s *Supervisor) start(v validated) (_ *proc, retErr error) {
 	cmd := exec.Command(s.shell, "-c", v.Command)
 	cmd.Dir = v.Dir
 	cmd.Env = s.environ(v, p.id)
+	if s.user != nil {
+		s.user.apply(cmd)
+		if cmd.Dir == "" {
+			cmd.Dir = s.user.dir
+		}
+	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, wOut, wErr
 	tree, err := s.trees.Start(cmd)
 	if err != nil {

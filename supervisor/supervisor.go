@@ -59,6 +59,17 @@ type Config struct {
 	LiveCap int64
 	// Scrub names variables that never reach a child (the server's token).
 	Scrub []string
+	// User, when non-empty, runs every command as this unprivileged user (a
+	// login name or a numeric user ID): its user ID, primary group and
+	// supplementary groups are set in the child before exec. New fails
+	// unless this process is root and the user exists and is not root.
+	// Commands then see the user's HOME, USER and LOGNAME (unless the
+	// request sets them), and a request without Dir runs in the
+	// supervisor's working directory if the user can enter it, else in the
+	// user's home if it can enter that, else in "/". The containments, the
+	// spill files and the data directory stay the supervisor's. "" runs
+	// commands as this process's user.
+	User string
 	// NoPromptSuppression leaves PAGER, EDITOR and friends as inherited.
 	NoPromptSuppression bool
 	// RawOutput turns off model-view clean-up (ANSI, \r redraws, binary).
@@ -97,6 +108,7 @@ type Supervisor struct {
 	devNull    *os.File     // every command's stdin unless it is given one; nil once closed
 	log        zerolog.Logger
 	seq        atomic.Uint64
+	user       *runAs // nil: commands run as this process's user
 
 	maxLifetime time.Duration
 	jobs        jobTable
@@ -160,6 +172,13 @@ func New(cfg Config) (*Supervisor, error) {
 	if _, err := exec.LookPath(s.shell); err != nil {
 		return nil, fmt.Errorf("supervisor: shell %q: %w", s.shell, err)
 	}
+	if cfg.User != "" {
+		u, err := lookupRunAs(cfg.User)
+		if err != nil {
+			return nil, err
+		}
+		s.user = u
+	}
 	if cfg.DataDir != "" {
 		s.spills = spill.New(cfg.DataDir, spill.Options{MaxBytes: cfg.SpillMaxBytes})
 	}
@@ -181,6 +200,15 @@ func (s *Supervisor) Tier() killtree.Tier { return s.trees.Tier() }
 
 // MaxTimeout is the largest timeout a request may ask for.
 func (s *Supervisor) MaxTimeout() time.Duration { return s.maxTimeout }
+
+// User names the user commands run as and the working directory of a request
+// without Dir; both are "" when commands run as this process's user.
+func (s *Supervisor) User() (name, dir string) {
+	if s.user == nil {
+		return "", ""
+	}
+	return s.user.name, s.user.dir
+}
 
 // Spills is the spill store, nil when spills are disabled.
 func (s *Supervisor) Spills() *spill.Store { return s.spills }

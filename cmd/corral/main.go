@@ -46,7 +46,8 @@ Usage:
 Environment:
   CORRAL_DATA_DIR      where spill files go (default: $XDG_DATA_HOME/corral or ~/.local/share/corral)
   CORRAL_CONTAINMENT   force a containment tier: cgroup2, cgroup1 or pgroup
-  CORRAL_TOKEN         bearer token corral serve requires (never passed to commands)
+  CORRAL_TOKEN         bearer token corral serve requires (never passed to commands;
+                       without it or --token-file, serve generates one into DATA-DIR/token)
 `
 
 // Run runs the subcommand in args and returns the process exit code.

@@ -43,7 +43,7 @@ func (m *Main) mcp(ctx context.Context, args []string) error {
 		fmt.Fprintln(m.Stderr, "corral mcp:", err)
 		return errUsage
 	}
-	srv, sup, grace, err := m.newServer(f, mcpTimeoutHint, log)
+	srv, sup, grace, err := m.newServer(f, "", mcpTimeoutHint, log)
 	if err != nil {
 		return err
 	}

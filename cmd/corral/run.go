@@ -45,6 +45,7 @@ type runFlags struct {
 	stderrPolicy string
 	grace        float64
 	containment  string
+	runAs        string
 	json         bool
 }
 
@@ -64,6 +65,7 @@ func (m *Main) runFlagSet(f *runFlags) *flag.FlagSet {
 	fs.StringVar(&f.stderrPolicy, "stderr-policy", "tail", "which part of stderr the model sees: head, tail or head+tail")
 	fs.Float64Var(&f.grace, "grace", supervisor.DefaultGrace.Seconds(), "`seconds` between SIGTERM and SIGKILL on the way down (0: SIGKILL at once)")
 	fs.StringVar(&f.containment, "containment", m.Getenv("CORRAL_CONTAINMENT"), "force a containment `tier`: cgroup2, cgroup1 or pgroup (default: the strongest that works; $CORRAL_CONTAINMENT)")
+	fs.StringVar(&f.runAs, "run-as", "", "run the command as this unprivileged `user` (name or uid; needs root)")
 	fs.BoolVar(&f.json, "json", false, "print the Result JSON instead of streaming")
 	return fs
 }
@@ -110,6 +112,7 @@ func (m *Main) run(ctx context.Context, args []string) error {
 		DataDir:     f.dataDir,
 		Grace:       grace,
 		Containment: killtree.Config{Tier: killtree.Tier(f.containment)},
+		User:        f.runAs,
 	})
 	if err != nil {
 		return err

@@ -28,18 +28,20 @@ DELETE /v1/jobs/{id}), POST /v1/read, POST /v1/grep,
 DELETE /v1/sessions/{id}, GET /healthz, GET /metrics, and MCP over
 streamable HTTP at /mcp.
 
-With a token (--token or, better, CORRAL_TOKEN: a flag is visible in the
-process list) every request but /healthz needs "Authorization: Bearer TOKEN".
-The token never reaches a command's environment. A non-loopback address
-without a token is refused. SIGTERM or SIGINT stops accepting, aborts the
-running commands and kills every background job (their trees are killed)
-and exits 0.
+Every request but /healthz needs "Authorization: Bearer TOKEN". The token
+comes from --token-file, else $CORRAL_TOKEN, else serve generates one, writes
+it to DATA-DIR/token (mode 0600, a new one at each start) and logs that path.
+--token works too but every local process can read a command line.
+--insecure-no-auth serves without a token, on loopback or a unix socket only.
+The token never reaches a command's environment, and the server is
+non-dumpable on Linux, so a command running as the same user cannot read the
+server's environment or memory; with --run-as USER (as root) commands run as
+that user and cannot read the token file either. SIGTERM or SIGINT stops
+accepting, aborts the running commands and kills every background job (their
+trees are killed) and exits 0.
 
 Flags:
 `
-
-// tokenEnv holds the server's bearer token; it is scrubbed from children.
-const tokenEnv = "CORRAL_TOKEN"
 
 // Timeout hints: how a timed-out command's note points at background jobs.
 const (
@@ -49,14 +51,17 @@ const (
 
 // serverFlags are the flags shared by corral serve and corral mcp.
 type serverFlags struct {
-	listen        string
-	token         string
-	maxConcurrent int
-	dataDir       string
-	containment   string
-	grace         float64
-	logFormat     string
-	logLevel      string
+	listen         string
+	token          string
+	tokenFile      string
+	insecureNoAuth bool
+	runAs          string
+	maxConcurrent  int
+	dataDir        string
+	containment    string
+	grace          float64
+	logFormat      string
+	logLevel       string
 }
 
 func (m *Main) serverFlagSet(name, usageText string, f *serverFlags, network bool) *flag.FlagSet {
@@ -68,8 +73,11 @@ func (m *Main) serverFlagSet(name, usageText string, f *serverFlags, network boo
 	}
 	if network {
 		fs.StringVar(&f.listen, "listen", "127.0.0.1:7823", "`address` to listen on: host:port, or unix:/path/to.sock (mode 0600)")
-		fs.StringVar(&f.token, "token", "", "bearer `token` required on every request but /healthz (default $CORRAL_TOKEN)")
+		fs.StringVar(&f.tokenFile, "token-file", "", "read the bearer token from `file` (a regular file of this user's, mode 0600 or stricter)")
+		fs.StringVar(&f.token, "token", "", "bearer `token` (visible to every local process: prefer --token-file or $CORRAL_TOKEN)")
+		fs.BoolVar(&f.insecureNoAuth, "insecure-no-auth", false, "serve without a token (loopback or a unix socket only): every local process can run commands")
 	}
+	fs.StringVar(&f.runAs, "run-as", "", "run commands as this unprivileged `user` (name or uid; needs root)")
 	fs.IntVar(&f.maxConcurrent, "max-concurrent", api.DefaultMaxConcurrent, "most commands running at once; more get RESOURCE_EXHAUSTED")
 	fs.StringVar(&f.dataDir, "data-dir", defaultDataDir(m.Getenv), "`directory` for spill files (default $CORRAL_DATA_DIR, else the XDG data directory + /corral)")
 	fs.StringVar(&f.containment, "containment", m.Getenv("CORRAL_CONTAINMENT"), "force a containment `tier`: cgroup2, cgroup1 or pgroup (default: the strongest that works; $CORRAL_CONTAINMENT)")
@@ -98,9 +106,10 @@ func (m *Main) logger(f serverFlags) (zerolog.Logger, error) {
 
 // newServer builds the supervisor and the API server of the flags, and
 // sweeps stale spill sessions (killtree sweeps stale containments itself).
-// hint ends the note of a timed-out command. The caller closes the
+// token ("" for none) is required of every request; hint ends the note of a
+// timed-out command. The caller closes the
 // supervisor, which kills the background jobs.
-func (m *Main) newServer(f serverFlags, hint string, log zerolog.Logger) (*api.Server, *supervisor.Supervisor, time.Duration, error) {
+func (m *Main) newServer(f serverFlags, token, hint string, log zerolog.Logger) (*api.Server, *supervisor.Supervisor, time.Duration, error) {
 	grace := supervisor.NoGrace
 	switch {
 	case f.grace > 0:
@@ -115,6 +124,7 @@ func (m *Main) newServer(f serverFlags, hint string, log zerolog.Logger) (*api.S
 		DataDir:     f.dataDir,
 		Grace:       grace,
 		Scrub:       []string{tokenEnv},
+		User:        f.runAs,
 		Containment: killtree.Config{Tier: killtree.Tier(f.containment)},
 		Logger:      &supLog,
 		TimeoutHint: hint,
@@ -131,7 +141,7 @@ func (m *Main) newServer(f serverFlags, hint string, log zerolog.Logger) (*api.S
 			log.Info().Strs("sessions", removed).Msg("removed stale spill sessions")
 		}
 	}
-	srv, err := api.New(api.Config{Supervisor: sup, Token: f.token, MaxConcurrent: f.maxConcurrent,
+	srv, err := api.New(api.Config{Supervisor: sup, Token: token, MaxConcurrent: f.maxConcurrent,
 		Logger: &log, Version: Version})
 	if err != nil {
 		sup.Close()
@@ -153,22 +163,45 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		fmt.Fprintf(m.Stderr, "corral serve: unexpected arguments %q\n", fs.Args())
 		return errUsage
 	}
-	if f.token == "" {
-		f.token = m.Getenv(tokenEnv)
-	}
+	// Before anything else: the environment may hold the token, and from
+	// here on no process of this user without CAP_SYS_PTRACE can read it.
+	nonDumpable := markNonDumpable()
 	log, err := m.logger(f)
 	if err != nil {
 		fmt.Fprintln(m.Stderr, "corral serve:", err)
 		return errUsage
 	}
-	if err := checkExposure(f.listen, f.token); err != nil {
+	if nonDumpable != nil {
+		log.Warn().Err(nonDumpable).Msg("could not make the server non-dumpable: a command running as this user can read its environment and memory")
+	}
+	tok, err := m.resolveToken(f)
+	if err != nil {
 		return err
 	}
-	srv, sup, grace, err := m.newServer(f, serveTimeoutHint, log)
+	// What is read is kept only in memory. os.Unsetenv changes the copy the
+	// runtime keeps (and hands to every child), not the bytes the kernel
+	// shows in /proc/<pid>/environ: non-dumpable is what closes that.
+	os.Unsetenv(tokenEnv)
+	switch tok.source {
+	case tokenFromFlag:
+		log.Warn().Msg("--token puts the token on the command line, which every local process can read (/proc/<pid>/cmdline, ps); use --token-file or $" + tokenEnv)
+	case tokenNone:
+		log.Warn().Msg("--insecure-no-auth: no token; every local process can run commands through this server")
+	}
+	if err := checkExposure(f.listen, tok.value); err != nil {
+		return err
+	}
+	srv, sup, grace, err := m.newServer(f, tok.value, serveTimeoutHint, log)
 	if err != nil {
 		return err
 	}
 	defer sup.Close()
+	if tok.source == tokenFromGenerated {
+		if err := writeToken(tok.path, tok.value); err != nil {
+			return err
+		}
+		log.Info().Str("tokenFile", tok.path).Msg("generated a new token; clients send it as \"Authorization: Bearer <token>\"")
+	}
 	ln, err := listen(f.listen)
 	if err != nil {
 		return err
@@ -176,8 +209,15 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
-	log.Info().Str("listen", listenAddr(ln)).Str("tier", string(sup.Tier())).Bool("auth", f.token != "").
-		Str("version", Version).Msg("serving")
+	ev := log.Info().Str("listen", listenAddr(ln)).Str("tier", string(sup.Tier())).Bool("auth", tok.value != "").
+		Str("tokenSource", tok.source).Str("version", Version)
+	if tok.path != "" {
+		ev = ev.Str("tokenFile", tok.path)
+	}
+	if user, dir := sup.User(); user != "" {
+		ev = ev.Str("runAs", user).Str("cwd", dir)
+	}
+	ev.Msg("serving")
 
 	select {
 	case err := <-served:
@@ -211,23 +251,24 @@ func listenAddr(ln net.Listener) string {
 	return ln.Addr().String()
 }
 
-// checkExposure refuses to serve a non-loopback TCP address without a token.
+// checkExposure refuses to serve a non-loopback TCP address without a token
+// (--insecure-no-auth).
 func checkExposure(addr, token string) error {
-	if token != "" || strings.HasPrefix(addr, "unix:") {
+	if strings.HasPrefix(addr, "unix:") {
 		return nil
 	}
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fmt.Errorf("--listen %q: %w", addr, err)
 	}
-	if host == "localhost" {
+	if token != "" || host == "localhost" {
 		return nil
 	}
 	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
 		return nil
 	}
 	return fmt.Errorf("refusing to listen on %s without a token: anyone who can reach that address could run commands as this user; "+
-		"set CORRAL_TOKEN (or --token), or listen on 127.0.0.1 or a unix socket", addr)
+		"drop --insecure-no-auth, or listen on 127.0.0.1 or a unix socket", addr)
 }
 
 // listen opens host:port, or unix:/path as a socket only its owner may use.

@@ -61,11 +61,18 @@ func (l *logLines) String() string {
 }
 
 // startServe starts `corral serve` with args and extra environment and
-// waits until it logs the address it serves. It is killed at the end of the
-// test if it is still running.
+// waits until it logs the address it serves; when the server generated its
+// token, the client sends it. It is killed at the end of the test if it is
+// still running.
 func startServe(t *testing.T, env []string, args ...string) *server {
 	t.Helper()
-	cmd := exec.Command(corralBinary(t), append([]string{"serve", "--data-dir", t.TempDir(), "--grace", "0.5"}, args...)...)
+	return startServeBin(t, corralBinary(t), t.TempDir(), env, args...)
+}
+
+// startServeBin is startServe with the binary and the data directory given.
+func startServeBin(t *testing.T, bin, dataDir string, env []string, args ...string) *server {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"serve", "--data-dir", dataDir, "--grace", "0.5"}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -115,6 +122,9 @@ func startServe(t *testing.T, env []string, args ...string) *server {
 	}
 	t.Cleanup(tr.CloseIdleConnections)
 	s.client = &http.Client{Transport: tr}
+	if b, err := os.ReadFile(filepath.Join(dataDir, "token")); err == nil {
+		s.token = strings.TrimSpace(string(b))
+	}
 	return s
 }
 
@@ -194,7 +204,7 @@ func TestServeToken(t *testing.T) {
 
 func TestServeRefusesExposedWithoutToken(t *testing.T) {
 	t.Parallel()
-	cmd := exec.Command(corralBinary(t), "serve", "--listen", "0.0.0.0:0", "--data-dir", t.TempDir())
+	cmd := exec.Command(corralBinary(t), "serve", "--listen", "0.0.0.0:0", "--data-dir", t.TempDir(), "--insecure-no-auth")
 	cmd.Env = append(os.Environ(), "CORRAL_TOKEN=")
 	out, err := cmd.CombinedOutput()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), "refusing to listen on 0.0.0.0:0 without a token") {
