@@ -66,14 +66,16 @@ func (l *logLines) String() string {
 // still running.
 func startServe(t *testing.T, env []string, args ...string) *server {
 	t.Helper()
-	return startServeBin(t, corralBinary(t), t.TempDir(), env, args...)
+	dataDir := t.TempDir()
+	cmd := exec.Command(corralBinary(t), append([]string{"serve", "--data-dir", dataDir, "--grace", "0.5"}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	return startServeCmd(t, cmd, dataDir)
 }
 
-// startServeBin is startServe with the binary and the data directory given.
-func startServeBin(t *testing.T, bin, dataDir string, env []string, args ...string) *server {
+// startServeCmd is startServe with the command line given (the server's
+// data directory is dataDir).
+func startServeCmd(t *testing.T, cmd *exec.Cmd, dataDir string) *server {
 	t.Helper()
-	cmd := exec.Command(bin, append([]string{"serve", "--data-dir", dataDir, "--grace", "0.5"}, args...)...)
-	cmd.Env = append(os.Environ(), env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
