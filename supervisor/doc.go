@@ -20,6 +20,12 @@
 // (a pipe-holder scan kills any writer that escaped the containment), and only
 // then the Result. No event is delivered after the result event.
 //
+// With Config.User set (the process must be root), every command runs as
+// that unprivileged user: its IDs and groups are set in the child before
+// exec, so the command cannot write the containment's cgroup files, signal
+// the supervisor or read its files and memory; the containments, the spill
+// files and the data directory stay the supervisor's.
+//
 // The Result marshals to the JSON contract of corral's DESIGN.md: the model
 // views of both streams (budget), their counters, the spill paths of the
 // fuller copies (spill), and what the kill did (killtree).

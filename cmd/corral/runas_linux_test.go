@@ -112,7 +112,8 @@ func logField(logs, name string) string {
 // TestServeNonDumpable serves as nobody (a server that is not root) with the
 // token in its environment: a command, also nobody, cannot read the server's
 // /proc/<pid>/environ (the server is non-dumpable) though it can read its
-// own, and the token is not on the server's command line.
+// own, and the token is not on the server's command line; what the command
+// leaves behind is still killed.
 func TestServeNonDumpable(t *testing.T) {
 	asRoot(t)
 	t.Parallel()
@@ -124,10 +125,17 @@ func TestServeNonDumpable(t *testing.T) {
 	s := startServeCmd(t, cmd, dataDir)
 	s.token = token
 	pid := s.cmd.Process.Pid
-	res := s.exec(fmt.Sprintf(`{"command":"id -u; cat /proc/%d/environ >/dev/null && echo READ-ENVIRON; cat /proc/$$/environ >/dev/null && echo OWN-ENVIRON; tr '\\0' ' ' </proc/%d/cmdline | grep -c tok-"}`, pid, pid))
+	_, marker := proctest.Marker(t)
+	res := s.exec(fmt.Sprintf(`{"command":"id -u; cat /proc/%d/environ >/dev/null && echo READ-ENVIRON; cat /proc/$$/environ >/dev/null && echo OWN-ENVIRON; tr '\\0' ' ' </proc/%d/cmdline | grep -c tok-; sleep 1000 &","env":{"%s":"%s"}}`,
+		pid, pid, proctest.MarkerEnv, marker))
 	if want := fmt.Sprintf("%d\nOWN-ENVIRON\n0\n", nobodyID); res.Stdout != want {
 		t.Errorf("stdout %q, want %q (stderr %q)", res.Stdout, want, res.Stderr)
 	}
+	// A non-dumpable server still finds and kills what a command leaves.
+	if res.Kill.Lingering != 1 {
+		t.Errorf("kill %+v, want the sleep lingering", res.Kill)
+	}
+	proctest.NoSurvivors(t, marker, 0)
 	if _, err := os.Stat(filepath.Join(dataDir, "token")); err == nil {
 		t.Errorf("a token file was written although $CORRAL_TOKEN gave the token")
 	}
@@ -166,5 +174,18 @@ func TestRunAsNeedsRoot(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dataDir, "token")); err == nil {
 		t.Errorf("a server that refused to start wrote a token")
+	}
+}
+
+// TestRunRunAs: corral run --run-as runs the command as that user, in a
+// directory it may enter.
+func TestRunRunAs(t *testing.T) {
+	asRoot(t)
+	t.Parallel()
+	cmd := exec.Command(corralBinary(t), "run", "--data-dir", t.TempDir(), "--run-as", "nobody", "--", `id -un; test -x "$PWD" && echo entered`)
+	cmd.Dir = publicDir(t, 0)
+	out, err := cmd.Output()
+	if err != nil || string(out) != "nobody\nentered\n" {
+		t.Errorf("%v: stdout %q", err, out)
 	}
 }
