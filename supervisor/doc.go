@@ -23,7 +23,7 @@
 // With Config.User set (the process must be root), every command runs as
 // that unprivileged user: its IDs and groups are set in the child before
 // exec, so the command cannot write the containment's cgroup files, signal
-// the supervisor or read its files and memory; the containments, the spill
+// the supervisor or read its spill files and memory; the containments, the spill
 // files and the data directory stay the supervisor's.
 //
 // The Result marshals to the JSON contract of corral's DESIGN.md: the model
