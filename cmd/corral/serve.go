@@ -107,8 +107,8 @@ func (m *Main) logger(f serverFlags) (zerolog.Logger, error) {
 // newServer builds the supervisor and the API server of the flags, and
 // sweeps stale spill sessions (killtree sweeps stale containments itself).
 // token ("" for none) is required of every request; hint ends the note of a
-// timed-out command. The caller closes the
-// supervisor, which kills the background jobs.
+// timed-out command. The caller closes the supervisor, which kills the
+// background jobs.
 func (m *Main) newServer(f serverFlags, token, hint string, log zerolog.Logger) (*api.Server, *supervisor.Supervisor, time.Duration, error) {
 	grace := supervisor.NoGrace
 	switch {
@@ -174,19 +174,9 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	if nonDumpable != nil {
 		log.Warn().Err(nonDumpable).Msg("could not make the server non-dumpable: a command running as this user can read its environment and memory")
 	}
-	tok, err := m.resolveToken(f)
+	tok, err := m.serverToken(f, log)
 	if err != nil {
 		return err
-	}
-	// What is read is kept only in memory. os.Unsetenv changes the copy the
-	// runtime keeps (and hands to every child), not the bytes the kernel
-	// shows in /proc/<pid>/environ: non-dumpable is what closes that.
-	os.Unsetenv(tokenEnv)
-	switch tok.source {
-	case tokenFromFlag:
-		log.Warn().Msg("--token puts the token on the command line, which every local process can read (/proc/<pid>/cmdline, ps); use --token-file or $" + tokenEnv)
-	case tokenNone:
-		log.Warn().Msg("--insecure-no-auth: no token; every local process can run commands through this server")
 	}
 	if err := checkExposure(f.listen, tok.value); err != nil {
 		return err

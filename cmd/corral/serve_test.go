@@ -304,3 +304,54 @@ func TestServeSIGTERM(t *testing.T) {
 		t.Errorf("the client was not told: %s", rest)
 	}
 }
+
+// TestServeTokenSources: serve always has a token unless told otherwise. A
+// generated one is written 0600 to <dataDir>/token and logged by path, never
+// by value; --token-file is read; --token works and warns; only
+// --insecure-no-auth serves without one, and warns.
+func TestServeTokenSources(t *testing.T) {
+	t.Parallel()
+	tokFile := filepath.Join(t.TempDir(), "tok")
+	os.WriteFile(tokFile, []byte("  from-file-token\n"), 0o600)
+	tests := []struct {
+		name  string
+		args  []string
+		token string // "" means the generated one, read from the data dir
+		warn  string // a warning the log must carry
+		open  bool   // no token needed
+	}{
+		{"generated", nil, "", "", false},
+		{"token file", []string{"--token-file", tokFile}, "from-file-token", "", false},
+		{"flag", []string{"--token", "from-flag-token"}, "from-flag-token", "every local process can read", false},
+		{"no auth", []string{"--insecure-no-auth"}, "", "--insecure-no-auth: no token", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := startServe(t, []string{"CORRAL_TOKEN="}, append([]string{"--listen", "127.0.0.1:0"}, tc.args...)...)
+			logs := s.logs.String()
+			if tc.warn != "" && !strings.Contains(logs, `"level":"warn"`) || !strings.Contains(logs, tc.warn) {
+				t.Errorf("no warning %q in the log:\n%s", tc.warn, logs)
+			}
+			switch {
+			case tc.token != "":
+				s.token = tc.token
+			case !tc.open:
+				if s.token == "" || strings.Contains(logs, s.token) || !strings.Contains(logs, `"tokenFile":"`) {
+					t.Errorf("generated token %q: not written, or in the log, or its path is not:\n%s", s.token, logs)
+				}
+			}
+			want := s.token
+			s.token = ""
+			resp := s.request(context.Background(), "POST", "/v1/exec", `{"command":"true"}`)
+			resp.Body.Close()
+			if tc.open != (resp.StatusCode == http.StatusOK) {
+				t.Errorf("without a token: %d", resp.StatusCode)
+			}
+			s.token = want
+			if res := s.exec(`{"command":"echo ok"}`); res.Stdout != "ok\n" {
+				t.Errorf("with the token: %q", res.Stdout)
+			}
+		})
+	}
+}

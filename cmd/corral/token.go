@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/rs/zerolog"
 )
 
 // tokenEnv holds the server's bearer token. serve removes it from its own
@@ -77,6 +79,27 @@ func (m *Main) resolveToken(f serverFlags) (serverToken, error) {
 	rand.Read(b[:]) // never fails (crypto/rand docs)
 	return serverToken{value: hex.EncodeToString(b[:]), source: tokenFromGenerated,
 		path: filepath.Join(f.dataDir, tokenFileName)}, nil
+}
+
+// serverToken resolves the token of the flags (resolveToken), removes
+// $CORRAL_TOKEN from this process's environment, and warns about the ways
+// of serving that expose the server.
+func (m *Main) serverToken(f serverFlags, log zerolog.Logger) (serverToken, error) {
+	tok, err := m.resolveToken(f)
+	if err != nil {
+		return tok, err
+	}
+	// What is read is kept only in memory. os.Unsetenv changes the copy the
+	// runtime keeps (and hands to every child), not the bytes the kernel
+	// shows in /proc/<pid>/environ: non-dumpable is what closes that.
+	os.Unsetenv(tokenEnv)
+	switch tok.source {
+	case tokenFromFlag:
+		log.Warn().Msg("--token puts the token on the command line, which every local process can read (/proc/<pid>/cmdline, ps); use --token-file or $" + tokenEnv)
+	case tokenNone:
+		log.Warn().Msg("--insecure-no-auth: no token; every local process can run commands through this server")
+	}
+	return tok, nil
 }
 
 func (m *Main) usageError(msg string) error {
