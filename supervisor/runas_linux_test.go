@@ -157,3 +157,30 @@ func noneWithArg(t *testing.T, arg string) {
 		}
 	}
 }
+
+// BenchmarkRunAs: what setting the user, groups and environment costs a
+// command (`true` on the pgroup and cgroup2 tiers), against the same
+// supervisor without Config.User.
+func BenchmarkRunAs(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("running commands as another user needs root")
+	}
+	for _, tier := range []killtree.Tier{killtree.TierPgroup, killtree.TierCgroup2} {
+		for _, name := range []string{"self", "nobody"} {
+			b.Run(string(tier)+"/"+name, func(b *testing.B) {
+				cfg := Config{Containment: killtree.Config{Tier: tier}}
+				if name != "self" {
+					cfg.User = name
+				}
+				s, err := New(cfg)
+				if err != nil {
+					b.Skip(err)
+				}
+				defer s.Close()
+				for b.Loop() {
+					runTrue(b, s)
+				}
+			})
+		}
+	}
+}
