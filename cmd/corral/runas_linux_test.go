@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -187,5 +188,34 @@ func TestRunRunAs(t *testing.T) {
 	out, err := cmd.Output()
 	if err != nil || string(out) != "nobody\nentered\n" {
 		t.Errorf("%v: stdout %q", err, out)
+	}
+}
+
+// TestDoctorRunAs: as root on a cgroup tier, doctor --run-as nobody says
+// every guarantee holds; without --run-as none does.
+func TestDoctorRunAs(t *testing.T) {
+	asRoot(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"doctor", "--run-as", "nobody"}, "yes"},
+		{[]string{"doctor"}, "no"},
+	} {
+		var out, errs strings.Builder
+		m := &Main{Stdout: &out, Stderr: &errs, Getenv: func(string) string { return "" }}
+		if code := m.Run(context.Background(), tc.args); code != 0 {
+			t.Fatalf("%v: exit %d: %s", tc.args, code, errs.String())
+		}
+		if !strings.Contains(out.String(), "cgroup2  yes    yes") && !strings.Contains(out.String(), "cgroup1  yes    yes") {
+			t.Skipf("no cgroup tier here:\n%s", out.String())
+		}
+		_, table, _ := strings.Cut(out.String(), "A COMMAND")
+		rows := strings.Split(strings.TrimSpace(table), "\n")[1:6]
+		for _, row := range rows {
+			if f := strings.Fields(row[strings.Index(row, "  "):]); f[0] != tc.want {
+				t.Errorf("%v: %q, want %s", tc.args, row, tc.want)
+			}
+		}
 	}
 }
