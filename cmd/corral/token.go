@@ -43,15 +43,15 @@ type serverToken struct {
 // resolveToken picks the token of the flags: --token-file, else --token,
 // else $CORRAL_TOKEN, else none with --insecure-no-auth, else a fresh one
 // (32 bytes from crypto/rand, in hex) for <dataDir>/token, which the caller
-// writes with writeToken once the server could be built. Contradictory flags are a usage error
-// (errUsage, after a message on stderr).
+// writes with writeToken once the server could be built. Contradictory flags
+// are a usage error (errUsage, after a message on stderr).
 func (m *Main) resolveToken(f serverFlags) (serverToken, error) {
 	env := m.Getenv(tokenEnv)
 	switch {
 	case f.token != "" && f.tokenFile != "":
 		return serverToken{}, m.usageError("corral serve: give --token or --token-file, not both")
 	case f.insecureNoAuth && (f.token != "" || f.tokenFile != ""):
-		return serverToken{}, m.usageError("corral serve: --insecure-no-auth contradicts --token and --token-file")
+		return serverToken{}, m.usageError("corral serve: --insecure-no-auth contradicts a token given with --token or --token-file")
 	case f.insecureNoAuth && env != "":
 		return serverToken{}, m.usageError("corral serve: --insecure-no-auth contradicts the token in $" + tokenEnv + "; unset it")
 	case f.tokenFile != "":
