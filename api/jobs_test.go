@@ -425,9 +425,9 @@ func TestJobErrorsHTTP(t *testing.T) {
 		{"stdin not interactive", "POST", "/v1/jobs/" + plain + "/stdin", "x", 400, api.CodeInvalidArgument}, // reads /dev/null
 		{"stdin closed", "POST", "/v1/jobs/" + closed + "/stdin", "x", 400, api.CodeInvalidArgument},         // closed above
 		{"stdin bad close", "POST", "/v1/jobs/" + running + "/stdin?close=maybe", "", 400, api.CodeInvalidArgument},
-		{"stdin too large", "POST", "/v1/jobs/" + running + "/stdin", big, 413, api.CodeInvalidArgument},           // over 1 MiB
-		{"wait deadline", "POST", "/v1/jobs/" + running + "/wait?timeout=0.2", "", 408, api.CodeResourceExhausted}, // still running
-		{"wait no time", "POST", "/v1/jobs/" + running + "/wait?timeout=0", "", 408, api.CodeResourceExhausted},    // checks only
+		{"stdin too large", "POST", "/v1/jobs/" + running + "/stdin", big, 413, api.CodeResourceExhausted},        // over 1 MiB
+		{"wait deadline", "POST", "/v1/jobs/" + running + "/wait?timeout=0.2", "", 408, api.CodeDeadlineExceeded}, // still running
+		{"wait no time", "POST", "/v1/jobs/" + running + "/wait?timeout=0", "", 408, api.CodeDeadlineExceeded},    // checks only
 		{"wait timeout too long", "POST", "/v1/jobs/" + running + "/wait?timeout=301", "", 400, api.CodeInvalidArgument},
 		{"wait timeout bad", "POST", "/v1/jobs/" + running + "/wait?timeout=x", "", 400, api.CodeInvalidArgument},
 		{"start empty body", "POST", "/v1/jobs", "", 400, api.CodeInvalidArgument},                                        // JSON required
@@ -441,7 +441,7 @@ func TestJobErrorsHTTP(t *testing.T) {
 		{"lifetime huge", "POST", "/v1/jobs", `{"command":"true","lifetime":1e300}`, 400, api.CodeInvalidArgument},        // no overflow
 		{"lifetime string", "POST", "/v1/jobs", `{"command":"true","lifetime":"5"}`, 400, api.CodeInvalidArgument},        // wrong type
 		{"interactive with stdin", "POST", "/v1/jobs", `{"command":"cat","interactive":true,"stdin":"x"}`, 400, api.CodeInvalidArgument},
-		{"start too large", "POST", "/v1/jobs", `{"command":"` + big + `"}`, 413, api.CodeInvalidArgument}, // over 1 MiB
+		{"start too large", "POST", "/v1/jobs", `{"command":"` + big + `"}`, 413, api.CodeResourceExhausted}, // over 1 MiB
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -496,7 +496,7 @@ func TestJobAuthHTTP(t *testing.T) {
 	}
 	// A cross-origin browser request is refused too.
 	code, b := e.do(context.Background(), "DELETE", "/v1/jobs/"+st.ID, "", "Origin", "https://evil.example", "Sec-Fetch-Site", "cross-site")
-	if code != http.StatusForbidden || errorCode(t, b) != api.CodeUnauthenticated {
+	if code != http.StatusForbidden || errorCode(t, b) != api.CodePermissionDenied {
 		t.Errorf("cross-origin DELETE: %d %s", code, b)
 	}
 }
