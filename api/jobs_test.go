@@ -386,8 +386,8 @@ func TestJobShutdownHTTP(t *testing.T) {
 		}
 	}
 	code, b := e.do(context.Background(), "POST", "/v1/jobs", body)
-	if code != http.StatusTooManyRequests || errorCode(t, b) != api.CodeResourceExhausted {
-		t.Errorf("a job after Shutdown: %d %s", code, b)
+	if code != http.StatusServiceUnavailable || errorCode(t, b) != api.CodeUnavailable {
+		t.Errorf("a job after Shutdown: %d %s, want 503 UNAVAILABLE", code, b)
 	}
 }
 

@@ -14,8 +14,8 @@ const maxPlainError = 1 << 10
 // into the error JSON with the same status, so that every HTTP error is the
 // one envelope. Everything else, the error JSON of corral's own handlers
 // included, passes through untouched.
-// ServeMux's own refusals get messages of corral's: "no route for GET /x",
-// "method GET is not allowed on /v1/exec; allowed: POST".
+// A 404 of ServeMux's own and every 405 get messages of corral's: "no route
+// for GET /x", "method GET is not allowed on /v1/exec; allowed: POST".
 func jsonErrors(mux *http.ServeMux) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ew := &errorWriter{ResponseWriter: w}
@@ -24,12 +24,13 @@ func jsonErrors(mux *http.ServeMux) http.Handler {
 			return
 		}
 		msg := strings.TrimSpace(string(ew.text))
-		if _, pattern := mux.Handler(r); pattern == "" {
-			switch ew.status {
-			case http.StatusNotFound:
-				msg = fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)
-			case http.StatusMethodNotAllowed:
-				msg = fmt.Sprintf("method %s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, w.Header().Get("Allow"))
+		switch _, pattern := mux.Handler(r); {
+		case ew.status == http.StatusNotFound && pattern == "":
+			msg = fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)
+		case ew.status == http.StatusMethodNotAllowed:
+			msg = fmt.Sprintf("method %s is not allowed on %s", r.Method, r.URL.Path)
+			if allow := w.Header().Get("Allow"); allow != "" {
+				msg += "; allowed: " + allow
 			}
 		}
 		writeJSON(w, ew.status, ErrorBody{Error: ErrorDetail{Code: statusCode(ew.status), Message: msg}})

@@ -153,7 +153,7 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("DELETE /v1/sessions/{id}", s.auth(http.HandlerFunc(s.deleteSession)))
 	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp },
 		&mcp.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true, MaxRequestBodyBytes: MaxBodyBytes})
-	mux.Handle("/mcp", s.auth(mcpHandler))
+	mux.Handle("/mcp", s.auth(strictBody(mcpHandler)))
 	return s.logRequests(s.guard(jsonErrors(mux)))
 }
 

@@ -37,6 +37,36 @@ func decode(w http.ResponseWriter, r *http.Request, v any) error {
 	return decodeStrict(data, v)
 }
 
+// strictBody refuses a POSTed MCP message that checkStrict refuses (say,
+// two "arguments" keys in a tools/call's params, of which the SDK would take
+// the last) with the error JSON, before the MCP handler decodes it. Tool
+// arguments are checked against their tool's input type again by
+// strictArguments, which also serves stdio.
+func strictBody(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			next.ServeHTTP(w, r)
+			return
+		}
+		data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+		var tooBig *http.MaxBytesError
+		switch {
+		case errors.As(err, &tooBig):
+			err = errorf(ErrTooLarge, "the body exceeds %d bytes", MaxBodyBytes)
+		case err != nil:
+			err = errorf(ErrInvalidArgument, "reading the body: %v", err)
+		default:
+			err = checkStrict(data, nil)
+		}
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(data))
+		next.ServeHTTP(w, r)
+	})
+}
+
 // decodeStrict decodes data, one JSON object, into v (a pointer to a
 // struct), refusing what checkStrict refuses, unknown keys, wrong types and
 // trailing data, each with an ErrInvalidArgument error naming the problem.
