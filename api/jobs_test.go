@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -263,15 +264,36 @@ func TestJobInteractiveHTTP(t *testing.T) {
 	}
 }
 
-// TestJobLifetimeHTTP: a job with lifetime 1 is killed at its end with
-// its whole tree, the setsid child included.
+// TestJobLifetimeHTTP: a job is killed at the end of its lifetime with
+// its whole tree, the setsid child included. The two processes the kill
+// count relies on each write a readiness file when they run, and the test
+// waits for both before it waits for the end: the count then cannot depend
+// on how fast a loaded machine started them. The lifetime leaves them 5 s
+// to start.
 func TestJobLifetimeHTTP(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	_, marker := proctest.Marker(t)
-	st := e.startJob(`{"command":` + jsonString(marked(marker, "setsid sleep 600 & sleep 600")) + `,"lifetime":1}`)
+	dir := t.TempDir()
+	ready := func(name string) string { return filepath.Join(dir, name) }
+	command := fmt.Sprintf(`setsid sh -c 'echo > %s; exec sleep 600' & sh -c 'echo > %s; exec sleep 600'`,
+		ready("setsid"), ready("child"))
+	st := e.startJob(`{"command":` + jsonString(marked(marker, command)) + `,"lifetime":5}`)
+	waitFor(t, 30*time.Second, func() bool {
+		_, err1 := os.Stat(ready("setsid"))
+		_, err2 := os.Stat(ready("child"))
+		if err1 != nil || err2 != nil {
+			for _, j := range e.sup.Jobs() {
+				if j.ID == st.ID && j.State != supervisor.JobRunning {
+					t.Fatalf("the job ended before both processes started (setsid %v, child %v)", err1, err2)
+				}
+			}
+			return false
+		}
+		return true
+	})
 	res := e.wait(st.ID)
-	if !res.TimedOut || res.ExitCode != nil || res.Kill.Processes < 2 || !strings.Contains(res.Stderr, "lifetime of 1s") {
+	if !res.TimedOut || res.ExitCode != nil || res.Kill.Processes < 2 || !strings.Contains(res.Stderr, "lifetime of 5s") {
 		t.Errorf("result %+v", res)
 	}
 	proctest.NoSurvivors(t, marker, time.Second)
