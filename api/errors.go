@@ -14,7 +14,7 @@ import (
 // Error codes of DESIGN.md's error contract, each with its HTTP status
 // (Status).
 const (
-	CodeInvalidArgument   = "INVALID_ARGUMENT"    // 400; also a 405 (wrong method)
+	CodeInvalidArgument   = "INVALID_ARGUMENT"    // 400; also 405 (a method no route serves) and 415
 	CodeNotFound          = "NOT_FOUND"           // 404
 	CodeBinaryContent     = "TOOL_BINARY_CONTENT" // 400
 	CodeUnauthenticated   = "UNAUTHENTICATED"     // 401
@@ -44,11 +44,6 @@ var (
 	ErrBusy = errors.New("api: resource exhausted")
 	// ErrUnavailable means the server is shutting down: UNAVAILABLE.
 	ErrUnavailable = errors.New("api: unavailable")
-	// ErrNotFound is a path or method no route serves: NOT_FOUND.
-	ErrNotFound = errors.New("api: not found")
-	// ErrMethod is a method the route does not serve: INVALID_ARGUMENT with
-	// HTTP status 405 and Allow.
-	ErrMethod = errors.New("api: method not allowed")
 )
 
 // wireError is an error whose client-facing message is composed where it
@@ -94,9 +89,9 @@ type ErrorDetail struct {
 func Code(err error) string {
 	switch {
 	case errors.Is(err, supervisor.ErrInvalidRequest), errors.Is(err, spill.ErrInvalidName),
-		errors.Is(err, budget.ErrInvalid), errors.Is(err, ErrInvalidArgument), errors.Is(err, ErrMethod):
+		errors.Is(err, budget.ErrInvalid), errors.Is(err, ErrInvalidArgument):
 		return CodeInvalidArgument
-	case errors.Is(err, spill.ErrNotFound), errors.Is(err, supervisor.ErrNotFound), errors.Is(err, ErrNotFound):
+	case errors.Is(err, spill.ErrNotFound), errors.Is(err, supervisor.ErrNotFound):
 		return CodeNotFound
 	case errors.Is(err, supervisor.ErrStillRunning):
 		return CodeDeadlineExceeded
@@ -139,14 +134,13 @@ func Message(err error) string {
 	return err.Error()
 }
 
-// Status is the HTTP status of err: 400, 401, 403, 404, 405, 408 (a job
-// still running at a wait's deadline), 413, 429, 503 or 500.
+// Status is the HTTP status of err: 400, 401, 403, 404, 408 (a job still
+// running at a wait's deadline), 413, 429, 503 or 500. (A 405 comes from
+// ServeMux or the MCP handler, made the error JSON by jsonErrors.)
 func Status(err error) int {
 	switch {
 	case errors.Is(err, ErrTooLarge):
 		return http.StatusRequestEntityTooLarge
-	case errors.Is(err, ErrMethod):
-		return http.StatusMethodNotAllowed
 	}
 	switch Code(err) {
 	case CodeInvalidArgument, CodeBinaryContent:
