@@ -206,3 +206,30 @@ func exactUniqueKeys(data []byte, typ reflect.Type) bool {
 	}
 	return walk(0, true)
 }
+
+// benchBody is a typical exec request: a command, a timeout and an env.
+var benchBody = []byte(`{"command":"go test ./... 2>&1 | tail -50","timeout":120,"cwd":"/tmp","env":{"GOFLAGS":"-count=1","CI":"1"},"session":"s-1"}`)
+
+// BenchmarkDecodeStrict measures decodeStrict on benchBody; compare
+// BenchmarkDecodePlain, encoding/json alone.
+func BenchmarkDecodeStrict(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		var v ExecRequest
+		if err := decodeStrict(benchBody, &v); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkDecodePlain(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		var v ExecRequest
+		dec := json.NewDecoder(bytes.NewReader(benchBody))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&v); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
