@@ -24,10 +24,20 @@
 //
 // and promises:
 //
-//   - Input: bodies are one JSON object of at most MaxBodyBytes (else 413);
-//     unknown fields, wrong types, a timeout outside 1–300 s, an empty
-//     command, a bad session or label are 400 INVALID_ARGUMENT and nothing
-//     runs.
+//   - Input: bodies are one JSON object of at most MaxBodyBytes (else 413
+//     RESOURCE_EXHAUSTED), decoded strictly: an unknown key, a key that
+//     matches a field only in another case, a duplicate key at any depth,
+//     invalid UTF-8, a lone surrogate escape, a wrong type, a timeout
+//     outside 1–300 s, an empty command, a bad session or label, or a
+//     command and environment the kernel refuses to exec for their size
+//     (E2BIG) are 400 INVALID_ARGUMENT naming the key or the byte, and
+//     nothing runs. MCP tool arguments are checked the same way before the
+//     SDK decodes them.
+//   - Errors: every error response, ServeMux's 404 and 405 and the MCP
+//     SDK's plain-text refusals included, is the error JSON; its message
+//     carries no Go package prefix (Message). 429 carries Retry-After. The
+//     browser guard refuses cross-origin and DNS-rebound requests with 403
+//     PERMISSION_DENIED.
 //   - Auth: with Config.Token, every request but /healthz needs
 //     "Authorization: Bearer <token>", compared in constant time; else 401.
 //   - Limits: at most Config.MaxConcurrent commands run at once over HTTP
@@ -39,10 +49,11 @@
 //     A background job lives until it exits, is killed, or reaches its
 //     lifetime (30 min by default, 1 s–24 h); Shutdown kills every job.
 //     Unknown job IDs are 404 NOT_FOUND; at most 32 jobs run at once (429).
-//     A wait that reaches its deadline is 408 with code RESOURCE_EXHAUSTED.
+//     A wait that reaches its deadline is 408 DEADLINE_EXCEEDED. After
+//     Shutdown, new commands and jobs are 503 UNAVAILABLE.
 //   - Reading back: read and grep reach only regular files inside the data
 //     directory after resolving symlinks (spill.Store.Resolve); anything else
-//     is 404 NOT_FOUND, and binary content is 422 TOOL_BINARY_CONTENT.
+//     is 404 NOT_FOUND, and binary content is 400 TOOL_BINARY_CONTENT.
 //
 // MCPServer has the tools bash (live output as progress notifications,
 // the Result as structured content; background: true starts a job),

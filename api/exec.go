@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -146,51 +144,4 @@ func (st *stream) write(v any) {
 func (st *stream) fail() {
 	st.failed = true
 	st.abort()
-}
-
-// decode reads one JSON object of at most MaxBodyBytes into v, refusing
-// unknown fields and trailing data.
-func decode(w http.ResponseWriter, r *http.Request, v any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
-	if err == nil {
-		if dec.Decode(&json.RawMessage{}) != io.EOF {
-			err = errors.New("trailing data after the JSON object")
-		}
-	}
-	var tooBig *http.MaxBytesError
-	var typeErr *json.UnmarshalTypeError
-	var syntaxErr *json.SyntaxError
-	switch {
-	case err == nil:
-		return nil
-	case errors.As(err, &tooBig):
-		return fmt.Errorf("%w: the body exceeds %d bytes", ErrTooLarge, MaxBodyBytes)
-	case errors.As(err, &typeErr) && typeErr.Field != "":
-		return fmt.Errorf("%w: field %s: expected %s, got %s", ErrInvalidArgument, typeErr.Field, typeName(typeErr.Type.String()), typeErr.Value)
-	case errors.As(err, &typeErr):
-		return fmt.Errorf("%w: expected a JSON object, got %s", ErrInvalidArgument, typeErr.Value)
-	case errors.As(err, &syntaxErr), errors.Is(err, io.ErrUnexpectedEOF):
-		return fmt.Errorf("%w: malformed JSON: %v", ErrInvalidArgument, err)
-	case errors.Is(err, io.EOF):
-		return fmt.Errorf("%w: the body is empty; a JSON object is required", ErrInvalidArgument)
-	}
-	// Unknown fields and trailing data: encoding/json has no typed error.
-	return fmt.Errorf("%w: %s", ErrInvalidArgument, strings.TrimPrefix(err.Error(), "json: "))
-}
-
-// typeName turns a Go type into the JSON word for it.
-func typeName(goType string) string {
-	switch {
-	case strings.HasPrefix(goType, "map["):
-		return "object"
-	case strings.Contains(goType, "int"), strings.Contains(goType, "float"):
-		return "number"
-	case strings.Contains(goType, "string"):
-		return "string"
-	case strings.Contains(goType, "bool"):
-		return "boolean"
-	}
-	return goType
 }

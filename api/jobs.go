@@ -60,14 +60,14 @@ func lifetime(sec float64) (time.Duration, error) {
 	ns := sec * float64(time.Second)
 	switch {
 	case math.IsNaN(sec) || math.IsInf(sec, 0):
-		return 0, fmt.Errorf("%w: lifetime must be a finite number of seconds, got %v", ErrInvalidArgument, sec)
+		return 0, errorf(ErrInvalidArgument, "lifetime must be a finite number of seconds, got %v", sec)
 	case ns >= math.MaxInt64:
 		return math.MaxInt64, nil
 	case ns <= -math.MaxInt64:
 		return -math.MaxInt64, nil
 	case time.Duration(ns) == 0:
-		return 0, fmt.Errorf("%w: lifetime must be at least %g seconds, got %v",
-			ErrInvalidArgument, supervisor.MinTimeout.Seconds(), sec)
+		return 0, errorf(ErrInvalidArgument, "lifetime must be at least %g seconds, got %v",
+			supervisor.MinTimeout.Seconds(), sec)
 	}
 	return time.Duration(ns), nil
 }
@@ -77,7 +77,7 @@ func (s *Server) startJob(req supervisor.JobRequest) (supervisor.JobStarted, err
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return supervisor.JobStarted{}, fmt.Errorf("%w: the server is shutting down", ErrBusy)
+		return supervisor.JobStarted{}, errorf(ErrUnavailable, "the server is shutting down")
 	}
 	s.starts.Add(1)
 	s.mu.Unlock()
@@ -166,7 +166,7 @@ func (s *Server) jobStdin(w http.ResponseWriter, r *http.Request) {
 	if v := r.URL.Query().Get("close"); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
-			writeError(w, fmt.Errorf("%w: close must be true or false, got %q", ErrInvalidArgument, v))
+			writeError(w, errorf(ErrInvalidArgument, "close must be true or false, got %q", v))
 			return
 		}
 		closeStdin = b
@@ -175,9 +175,9 @@ func (s *Server) jobStdin(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			err = fmt.Errorf("%w: the body exceeds %d bytes; write stdin in smaller pieces", ErrTooLarge, MaxBodyBytes)
+			err = errorf(ErrTooLarge, "the body exceeds %d bytes; write stdin in smaller pieces", MaxBodyBytes)
 		} else {
-			err = fmt.Errorf("%w: reading the body: %v", ErrInvalidArgument, err)
+			err = errorf(ErrInvalidArgument, "reading the body: %v", err)
 		}
 		writeError(w, err)
 		return
@@ -223,11 +223,11 @@ func (s *Server) jobRunning(id string) error {
 			continue
 		}
 		if j.State == supervisor.JobRunning {
-			return fmt.Errorf("%w: %s", supervisor.ErrStillRunning, id)
+			return errorf(supervisor.ErrStillRunning, "job %s still running", id)
 		}
 		return nil
 	}
-	return fmt.Errorf("%w: %q", supervisor.ErrNotFound, id)
+	return errorf(supervisor.ErrNotFound, "no job %q: it never existed, or it exited and its retention passed", id)
 }
 
 func (s *Server) deleteJob(w http.ResponseWriter, r *http.Request) {
@@ -247,7 +247,7 @@ func queryInt(v, name string) (int64, error) {
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("%w: %s must be a whole number of bytes, got %q", ErrInvalidArgument, name, v)
+		return 0, errorf(ErrInvalidArgument, "%s must be a whole number of bytes, got %q", name, v)
 	}
 	return n, nil
 }
@@ -260,7 +260,7 @@ func querySeconds(v, name string, lo, hi time.Duration) (time.Duration, error) {
 	}
 	f, err := strconv.ParseFloat(v, 64)
 	if err != nil {
-		return 0, fmt.Errorf("%w: %s must be a number of seconds, got %q", ErrInvalidArgument, name, v)
+		return 0, errorf(ErrInvalidArgument, "%s must be a number of seconds, got %q", name, v)
 	}
 	return seconds(f, name, lo, hi)
 }

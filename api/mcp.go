@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strings"
 	"time"
 
@@ -70,18 +71,52 @@ func thousands(n int) string {
 func (s *Server) newMCPServer() *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "corral", Version: s.version},
 		&mcp.ServerOptions{Capabilities: &mcp.ServerCapabilities{}})
-	mcp.AddTool(srv, &mcp.Tool{Name: ToolBash, Description: bashDescription(s.sup.MaxTimeout())}, s.bashTool)
+	s.toolInputs = make(map[string]reflect.Type)
+	srv.AddReceivingMiddleware(s.strictArguments)
+	addTool(s, srv, &mcp.Tool{Name: ToolBash, Description: bashDescription(s.sup.MaxTimeout())}, s.bashTool)
 	s.addJobTools(srv)
-	mcp.AddTool(srv, &mcp.Tool{Name: ToolReadOutput, Description: readDescription,
+	addTool(s, srv, &mcp.Tool{Name: ToolReadOutput, Description: readDescription,
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, s.readTool)
-	mcp.AddTool(srv, &mcp.Tool{Name: ToolGrepOutput, Description: grepDescription,
+	addTool(s, srv, &mcp.Tool{Name: ToolGrepOutput, Description: grepDescription,
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, s.grepTool)
 	return srv
 }
 
-// toolError makes err a tool error whose text starts with its wire code, so
-// the model can tell a bad argument from a missing file.
-func toolError(err error) error { return fmt.Errorf("%s: %w", Code(err), err) }
+// addTool adds a typed tool to srv and records its input type, against
+// which strictArguments checks the raw arguments of each call.
+func addTool[In, Out any](s *Server, srv *mcp.Server, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out]) {
+	s.toolInputs[t.Name] = reflect.TypeFor[In]()
+	mcp.AddTool(srv, t, h)
+}
+
+// strictArguments checks a tool call's raw arguments with checkStrict
+// before the SDK decodes them (which, like encoding/json, would let the
+// last of two duplicate keys win): a call they fail gets an
+// INVALID_ARGUMENT tool error and no tool runs. A tool added without
+// addTool is checked for all but its key names.
+func (s *Server) strictArguments(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if call, ok := req.(*mcp.CallToolRequest); ok && call.Params != nil && len(call.Params.Arguments) > 0 {
+			if err := checkStrict(call.Params.Arguments, s.toolInputs[call.Params.Name]); err != nil {
+				res := &mcp.CallToolResult{}
+				res.SetError(toolError(err))
+				return res, nil
+			}
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// toolError makes err a tool error whose text is its wire code and wire
+// message ("INVALID_ARGUMENT: timeout must be ..."), so the model can tell
+// a bad argument from a missing file. errors.Is and errors.As still reach
+// err.
+func toolError(err error) error { return codedError{err} }
+
+type codedError struct{ err error }
+
+func (e codedError) Error() string { return Code(e.err) + ": " + Message(e.err) }
+func (e codedError) Unwrap() error { return e.err }
 
 // bashTool runs one command. Cancelling the request (ctx) aborts it and
 // kills its tree; live output goes out as progress notifications when the

@@ -80,18 +80,18 @@ func minutes(d time.Duration) string { return fmt.Sprintf("%g min", d.Minutes())
 func hours(d time.Duration) string   { return fmt.Sprintf("%g h", d.Hours()) }
 
 func (s *Server) addJobTools(srv *mcp.Server) {
-	mcp.AddTool(srv, &mcp.Tool{Name: ToolJobOutput, Description: jobOutputDescription,
+	addTool(s, srv, &mcp.Tool{Name: ToolJobOutput, Description: jobOutputDescription,
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, s.jobOutputTool)
-	mcp.AddTool(srv, &mcp.Tool{Name: ToolJobInput, Description: jobInputDescription}, s.jobInputTool)
-	mcp.AddTool(srv, &mcp.Tool{Name: ToolJobKill, Description: jobKillDescription}, s.jobKillTool)
-	mcp.AddTool(srv, &mcp.Tool{Name: ToolJobList, Description: jobListDescription,
+	addTool(s, srv, &mcp.Tool{Name: ToolJobInput, Description: jobInputDescription}, s.jobInputTool)
+	addTool(s, srv, &mcp.Tool{Name: ToolJobKill, Description: jobKillDescription}, s.jobKillTool)
+	addTool(s, srv, &mcp.Tool{Name: ToolJobList, Description: jobListDescription,
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, s.jobListTool)
 }
 
 // bashBackground starts the bash tool's command as a background job.
 func (s *Server) bashBackground(in BashInput) (*mcp.CallToolResult, any, error) {
 	if !in.Background {
-		return nil, nil, toolError(fmt.Errorf("%w: lifetime and interactive need background: true", ErrInvalidArgument))
+		return nil, nil, toolError(errorf(ErrInvalidArgument, "lifetime and interactive need background: true"))
 	}
 	req, err := JobRequest{ExecRequest: ExecRequest{Command: in.Command, Timeout: in.Timeout, Cwd: in.Cwd},
 		Lifetime: in.Lifetime, Interactive: in.Interactive}.request(s.sup.MaxTimeout())
@@ -171,8 +171,8 @@ func (s *Server) jobListTool(ctx context.Context, req *mcp.CallToolRequest, _ st
 // seconds converts a wire duration that must lie in [lo, hi].
 func seconds(f float64, name string, lo, hi time.Duration) (time.Duration, error) {
 	if f < lo.Seconds() || f > hi.Seconds() || f != f {
-		return 0, fmt.Errorf("%w: %s must be between %g and %g seconds, got %v",
-			ErrInvalidArgument, name, lo.Seconds(), hi.Seconds(), f)
+		return 0, errorf(ErrInvalidArgument, "%s must be between %g and %g seconds, got %v",
+			name, lo.Seconds(), hi.Seconds(), f)
 	}
 	return time.Duration(f * float64(time.Second)), nil
 }

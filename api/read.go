@@ -37,7 +37,7 @@ type GrepRequest struct {
 
 // ErrSpillsDisabled is returned by read and grep when the supervisor has no
 // data directory: there is nothing to read (NOT_FOUND on the wire).
-var ErrSpillsDisabled = fmt.Errorf("%w: this server keeps no spill files", spill.ErrNotFound)
+var ErrSpillsDisabled error = &wireError{kind: spill.ErrNotFound, reason: "this server keeps no spill files"}
 
 // open resolves a client's path to a regular file inside the data
 // directory and opens it. A directory is NOT_FOUND like a missing file.
@@ -48,16 +48,16 @@ func (s *Server) open(path string) (*os.File, string, int64, error) {
 	}
 	real, err := st.Resolve(path)
 	if err != nil {
-		return nil, "", 0, fmt.Errorf("api: %q: %w", path, err)
+		return nil, "", 0, &wireError{kind: spill.ErrNotFound, reason: fmt.Sprintf("no spill file %q in the data directory", path), cause: err}
 	}
 	f, err := os.Open(real)
 	if err != nil {
-		return nil, "", 0, fmt.Errorf("api: %q: %w", path, spill.ErrNotFound)
+		return nil, "", 0, &wireError{kind: spill.ErrNotFound, reason: fmt.Sprintf("no spill file %q in the data directory", path), cause: err}
 	}
 	fi, err := f.Stat()
 	if err != nil || !fi.Mode().IsRegular() {
 		f.Close()
-		return nil, "", 0, fmt.Errorf("api: %q is not a file: %w", path, spill.ErrNotFound)
+		return nil, "", 0, errorf(spill.ErrNotFound, "%q is not a file", path)
 	}
 	return f, real, fi.Size(), nil
 }
@@ -71,7 +71,7 @@ func (s *Server) readSpill(in ReadRequest) (budget.ReadResult, error) {
 	defer f.Close()
 	res, err := budget.Read(f, real, size, budget.ReadOptions{Offset: in.Offset, Limit: in.Limit})
 	if err != nil {
-		return budget.ReadResult{}, fmt.Errorf("api: %w", err)
+		return budget.ReadResult{}, spillError(err, in.Path, fmt.Sprintf("offset and limit must not be negative, got offset %d, limit %d", in.Offset, in.Limit))
 	}
 	res.Root = "scratch"
 	return res, nil
@@ -83,7 +83,7 @@ func (s *Server) readSpill(in ReadRequest) (budget.ReadResult, error) {
 func (s *Server) grepSpill(in GrepRequest) (budget.GrepResult, error) {
 	re, err := regexp.Compile(in.Pattern)
 	if err != nil {
-		return budget.GrepResult{}, fmt.Errorf("%w: pattern: %v", ErrInvalidArgument, err)
+		return budget.GrepResult{}, errorf(ErrInvalidArgument, "pattern: %v", err)
 	}
 	f, real, _, err := s.open(in.Path)
 	if err != nil {
@@ -96,14 +96,28 @@ func (s *Server) grepSpill(in GrepRequest) (budget.GrepResult, error) {
 		return budget.GrepResult{}, fmt.Errorf("api: grep %s: %w", real, err)
 	}
 	if budget.IsBinary(real, head[:n]) {
-		return budget.GrepResult{}, fmt.Errorf("api: grep %s: %w", real, budget.ErrBinary)
+		return budget.GrepResult{}, spillError(budget.ErrBinary, in.Path, "")
 	}
 	r := io.MultiReader(bytes.NewReader(head[:n]), f)
 	res, err := budget.Grep(r, real, re, budget.GrepOptions{HeadLimit: in.HeadLimit})
 	if err != nil {
-		return budget.GrepResult{}, fmt.Errorf("api: %w", err)
+		return budget.GrepResult{}, spillError(err, in.Path, fmt.Sprintf("headLimit must not be negative, got %d", in.HeadLimit))
 	}
 	return res, nil
+}
+
+// spillError gives an error of budget.Read or budget.Grep its wire
+// message: binary content names the path, an invalid argument says
+// invalid; anything else is an internal failure.
+func spillError(err error, path, invalid string) error {
+	switch {
+	case errors.Is(err, budget.ErrBinary):
+		return &wireError{kind: budget.ErrBinary, cause: err,
+			reason: fmt.Sprintf("%q holds binary content, which is not shown; it has no text lines to read or search", path)}
+	case errors.Is(err, budget.ErrInvalid):
+		return &wireError{kind: budget.ErrInvalid, reason: invalid, cause: err}
+	}
+	return fmt.Errorf("api: %w", err)
 }
 
 func (s *Server) read(w http.ResponseWriter, r *http.Request) {
@@ -138,7 +152,7 @@ func (s *Server) grep(w http.ResponseWriter, r *http.Request) {
 func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if err := spill.ValidateName("session", id); err != nil {
-		writeError(w, err)
+		writeError(w, &wireError{kind: spill.ErrInvalidName, reason: fmt.Sprintf("session %q %s", id, spill.NameRule), cause: err})
 		return
 	}
 	if st := s.sup.Spills(); st != nil {

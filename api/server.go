@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"sync"
 	"time"
 
@@ -57,6 +58,9 @@ type Server struct {
 	slots   chan struct{} // one token per running command
 	mcp     *mcp.Server
 	handler http.Handler
+	// toolInputs maps each MCP tool to its input type (addTool); written
+	// only by New.
+	toolInputs map[string]reflect.Type
 
 	// base is cancelled by Shutdown; every command's context derives from it.
 	base   context.Context
@@ -149,8 +153,8 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("DELETE /v1/sessions/{id}", s.auth(http.HandlerFunc(s.deleteSession)))
 	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp },
 		&mcp.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true, MaxRequestBodyBytes: MaxBodyBytes})
-	mux.Handle("/mcp", s.auth(mcpHandler))
-	return s.logRequests(s.guard(mux))
+	mux.Handle("/mcp", s.auth(strictBody(mcpHandler)))
+	return s.logRequests(s.guard(jsonErrors(mux)))
 }
 
 // auth requires the bearer token when one is configured. The comparison
@@ -164,7 +168,7 @@ func (s *Server) auth(next http.Handler) http.Handler {
 		got := []byte(r.Header.Get("Authorization"))
 		if subtle.ConstantTimeCompare(got, want) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="corral"`)
-			writeError(w, fmt.Errorf("%w: a valid \"Authorization: Bearer <token>\" header is required", ErrUnauthenticated))
+			writeError(w, errorf(ErrUnauthenticated, "a valid \"Authorization: Bearer <token>\" header is required"))
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -190,14 +194,14 @@ func (s *Server) acquire(ctx context.Context) (context.Context, func(), error) {
 	case s.slots <- struct{}{}:
 	default:
 		s.metrics.outcome("rejected")
-		return nil, nil, fmt.Errorf("%w: %d commands are running, the most this server allows; retry later",
-			ErrBusy, cap(s.slots))
+		return nil, nil, errorf(ErrBusy, "%d commands are running, the most this server allows; retry later",
+			cap(s.slots))
 	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		<-s.slots
-		return nil, nil, fmt.Errorf("%w: the server is shutting down", ErrBusy)
+		return nil, nil, errorf(ErrUnavailable, "the server is shutting down")
 	}
 	s.runs.Add(1)
 	s.mu.Unlock()

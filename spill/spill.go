@@ -76,12 +76,15 @@ func New(dataDir string, o Options) *Store {
 // DataDir returns the absolute, cleaned data directory the Store writes under.
 func (s *Store) DataDir() string { return s.dataDir }
 
+// NameRule states what ValidateName accepts, as its errors say it.
+const NameRule = "must be 1–128 characters of [A-Za-z0-9._-], not \".\" or \"..\""
+
 // ValidateName reports whether name is an acceptable session ID or label:
 // 1–128 characters of [A-Za-z0-9._-], neither "." nor "..". The error names
 // kind (for example "session" or "label") and the value, and wraps
 // ErrInvalidName.
 func ValidateName(kind, name string) error {
-	const rule = "must be 1–128 characters of [A-Za-z0-9._-], not \".\" or \"..\""
+	const rule = NameRule
 	if len(name) == 0 || len(name) > maxNameLen || name == "." || name == ".." {
 		return fmt.Errorf("%w: %s %q %s", ErrInvalidName, kind, name, rule)
 	}

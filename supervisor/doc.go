@@ -2,7 +2,8 @@
 // model should see. It is the entry point an embedding harness uses.
 //
 // Run validates a Request before anything starts (a bad timeout, an empty
-// command or a NUL byte is ErrInvalidRequest and nothing runs), starts the
+// command or a NUL byte is ErrInvalidRequest and nothing runs; so is a
+// command the kernel refuses to exec for its size, E2BIG), starts the
 // shell inside a fresh killtree containment with stdin on /dev/null (or the
 // request's bytes), drains stdout and stderr concurrently into the capture
 // layer without ever blocking the child, and delivers live events to the

@@ -42,6 +42,25 @@ var (
 	ErrJobStdin = errors.New("supervisor: job stdin")
 )
 
+// JobError is a job operation refused for a reason callers branch on. Kind
+// is ErrNotFound, ErrTooManyJobs or ErrStillRunning, and errors.Is matches
+// it; Reason is the message without the package prefix, as wire errors
+// carry it ("no job \"j-1\": ...").
+type JobError struct {
+	Kind   error
+	Reason string
+}
+
+func (e *JobError) Error() string { return "supervisor: " + e.Reason }
+
+// Is reports whether target is e.Kind.
+func (e *JobError) Is(target error) bool { return target == e.Kind }
+
+// jobError returns a *JobError of kind with a formatted reason.
+func jobError(kind error, format string, args ...any) error {
+	return &JobError{Kind: kind, Reason: fmt.Sprintf(format, args...)}
+}
+
 // JobRequest starts a background job: the same Request as a command, plus
 // its lifetime and whether its stdin stays open.
 type JobRequest struct {
@@ -172,7 +191,7 @@ func (s *Supervisor) StartJob(r JobRequest) (JobStarted, error) {
 	}
 	if t.running >= t.max {
 		t.mu.Unlock()
-		return JobStarted{}, fmt.Errorf("%w: %d are running (the limit)", ErrTooManyJobs, t.max)
+		return JobStarted{}, jobError(ErrTooManyJobs, "%d background jobs are running, the most allowed; kill one or wait for one to end", t.max)
 	}
 	t.running++
 	t.mu.Unlock()
@@ -262,7 +281,7 @@ func (t *jobTable) get(id string) (*job, error) {
 	defer t.mu.Unlock()
 	j, ok := t.jobs[id]
 	if !ok || j == nil {
-		return nil, fmt.Errorf("%w: %q", ErrNotFound, id)
+		return nil, jobError(ErrNotFound, "no job %q: it never existed, or it exited and its retention passed", id)
 	}
 	return j, nil
 }
@@ -341,7 +360,7 @@ func (s *Supervisor) WaitJob(ctx context.Context, id string, timeout time.Durati
 		r, _ := j.exited()
 		return *r, nil
 	case <-deadline:
-		return Result{}, fmt.Errorf("%w: %s after %s", ErrStillRunning, id, seconds(timeout))
+		return Result{}, jobError(ErrStillRunning, "job %s still running after %s", id, seconds(timeout))
 	case <-ctx.Done():
 		return Result{}, ctx.Err()
 	}

@@ -31,13 +31,18 @@ var ErrInvalidRequest = errors.New("supervisor: invalid request")
 // RequestError is a request that failed validation. Reason is the message
 // without the package prefix, as wire errors carry it ("timeout must be
 // between 1 and 300 seconds, got 301"). It matches ErrInvalidRequest, and
-// Kind when set.
+// Kind when set; Err, when set, is the underlying error (syscall.E2BIG for
+// a command too large to exec), reached by errors.Is and errors.As.
 type RequestError struct {
 	Reason string
 	Kind   error
+	Err    error
 }
 
 func (e *RequestError) Error() string { return "supervisor: invalid request: " + e.Reason }
+
+// Unwrap returns Err.
+func (e *RequestError) Unwrap() error { return e.Err }
 
 // Is reports whether target is ErrInvalidRequest or e.Kind.
 func (e *RequestError) Is(target error) bool {
@@ -164,27 +169,32 @@ func (s *Supervisor) validate(r Request) (validated, error) {
 	if v.Label == "" {
 		v.Label = "bash"
 	}
-	if err := spill.ValidateName("session", v.Session); err != nil {
-		return bad("%v", err)
+	if spill.ValidateName("session", v.Session) != nil {
+		return bad("session %q %s", v.Session, spill.NameRule)
 	}
-	if err := spill.ValidateName("label", v.Label); err != nil {
-		return bad("%v", err)
+	if spill.ValidateName("label", v.Label) != nil {
+		return bad("label %q %s", v.Label, spill.NameRule)
 	}
 	var err error
 	if v.stdout, err = policyOr(r.StdoutPolicy, budget.PolicyHead); err != nil {
-		return bad("stdoutPolicy: %v", err)
+		return bad("stdoutPolicy: %s", err)
 	}
 	if v.stderr, err = policyOr(r.StderrPolicy, budget.PolicyTail); err != nil {
-		return bad("stderrPolicy: %v", err)
+		return bad("stderrPolicy: %s", err)
 	}
 	return v, nil
 }
 
+// policyOr returns p, or def when p is empty. Its error is the reason
+// alone, for a RequestError.
 func policyOr(p, def budget.Policy) (budget.Policy, error) {
 	if p == "" {
 		return def, nil
 	}
-	return budget.ParsePolicy(string(p))
+	if _, err := budget.ParsePolicy(string(p)); err != nil {
+		return "", fmt.Errorf("unknown policy %q; allowed: %q, %q, %q", p, budget.PolicyHead, budget.PolicyTail, budget.PolicyHeadTail)
+	}
+	return p, nil
 }
 
 func checkEnvName(k string) error {

@@ -3,10 +3,12 @@ package supervisor
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -17,7 +19,9 @@ import (
 
 // Run runs r to completion and returns its Result. A Request that fails
 // validation returns an error wrapping ErrInvalidRequest before anything
-// starts; a failure to start the shell returns an error too. Once the
+// starts, and so does a command and environment the kernel refuses to exec
+// for their size (E2BIG); a failure to start the shell returns an error
+// too. Once the
 // command ran, Run returns a Result and a nil error whatever the command's
 // exit code. Cancelling ctx aborts the command: its tree is killed and the
 // Result has Aborted set. Run is safe for concurrent use; while a command
@@ -109,6 +113,9 @@ func (s *Supervisor) start(v validated) (_ *proc, retErr error) {
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, wOut, wErr
 	tree, err := s.trees.Start(cmd)
+	if errors.Is(err, syscall.E2BIG) {
+		return nil, argSizeError(cmd, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("supervisor: start %s: %w", s.shell, err)
 	}
@@ -350,4 +357,24 @@ func (p *proc) logResult(res Result) {
 		ev = ev.Str("signal", res.Signal)
 	}
 	ev.Msg("command")
+}
+
+// maxArgStrlen is Linux's MAX_ARG_STRLEN (32 pages of 4 KiB): the most one
+// argument or one NAME=value may hold (include/uapi/linux/binfmts.h).
+const maxArgStrlen = 32 * 4096
+
+// argSizeError is the request error for a command the kernel refused to
+// exec for its size (E2BIG, execve(2)): the command string and the
+// environment together exceed ARG_MAX, or on Linux one of them exceeds
+// MAX_ARG_STRLEN. Nothing ran; err stays reachable through errors.Is.
+func argSizeError(cmd *exec.Cmd, err error) error {
+	env := 0
+	for _, e := range cmd.Env {
+		env += len(e) + 1
+	}
+	command := cmd.Args[len(cmd.Args)-1]
+	return &RequestError{Err: err, Reason: fmt.Sprintf("the command (%d bytes) and its environment (%d bytes) "+
+		"exceed the kernel's argument size limit (ARG_MAX for all of them together; on Linux also %d KiB "+
+		"for any one argument or variable, MAX_ARG_STRLEN); pass large input through stdin or a file",
+		len(command), env, maxArgStrlen>>10)}
 }
