@@ -1,17 +1,35 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
 	"text/tabwriter"
 
 	"github.com/corral-sh/corral/killtree"
 )
 
+const doctorUsage = `Usage: corral doctor
+
+Prints every containment tier, whether it works here (and why not), and
+which one corral uses; CORRAL_CONTAINMENT forces one. It takes no flags.
+`
+
 // doctor prints every containment tier, whether it works here and why not,
 // and which one corral uses.
 func (m *Main) doctor(args []string) error {
-	if len(args) > 0 {
-		fmt.Fprintln(m.Stderr, "usage: corral doctor")
+	fs := flag.NewFlagSet("corral doctor", flag.ContinueOnError)
+	fs.SetOutput(m.Stderr)
+	fs.Usage = func() { fmt.Fprint(fs.Output(), doctorUsage) }
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return errUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(m.Stderr, "corral doctor: unexpected arguments %q\n", fs.Args())
+		fs.Usage()
 		return errUsage
 	}
 	cfg := killtree.Config{Tier: killtree.Tier(m.Getenv("CORRAL_CONTAINMENT"))}
