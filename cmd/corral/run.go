@@ -181,7 +181,8 @@ func commandLine(args []string) string {
 }
 
 // shellQuote quotes s for bash: as it is when every byte is one the shell
-// never treats specially, else in single quotes, each ' written '\”.
+// never treats specially, else in single quotes, where a quote inside is
+// written as close-quote, backslash-quote, reopen-quote.
 func shellQuote(s string) string {
 	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-+=/.,:@%") == "" {
 		return s
