@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"crypto/subtle"
 	"errors"
@@ -23,6 +24,9 @@ const (
 	DefaultMaxConcurrent = 64
 	// MaxBodyBytes bounds a request body; a larger one gets 413.
 	MaxBodyBytes = 1 << 20
+	// DefaultHeartbeat is the longest silence on a live stream before a
+	// keepalive goes out.
+	DefaultHeartbeat = 15 * time.Second
 )
 
 // Config configures a Server.
@@ -42,6 +46,11 @@ type Config struct {
 	// Registry receives the server's metrics and is what /metrics serves;
 	// nil means a fresh registry of the Server's own (never the global one).
 	Registry *prometheus.Registry
+	// Heartbeat is the longest a running command's live stream stays
+	// silent: after it an NDJSON stream carries {"event":"keepalive"} and an
+	// MCP bash call that gave a progress token gets a progress notification
+	// without output. 0 is DefaultHeartbeat.
+	Heartbeat time.Duration
 }
 
 // Server is corral's HTTP and MCP front end over one Supervisor. It is safe
@@ -55,6 +64,7 @@ type Server struct {
 	reg     *prometheus.Registry
 	metrics *metrics
 	slots   chan struct{} // one token per running command
+	beat    time.Duration // Config.Heartbeat
 	mcp     *mcp.Server
 	handler http.Handler
 
@@ -78,6 +88,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxConcurrent == 0 {
 		cfg.MaxConcurrent = DefaultMaxConcurrent
 	}
+	if cfg.Heartbeat < 0 {
+		return nil, fmt.Errorf("api: Heartbeat must be positive, got %v", cfg.Heartbeat)
+	}
 	s := &Server{
 		sup:     cfg.Supervisor,
 		token:   []byte(cfg.Token),
@@ -85,6 +98,7 @@ func New(cfg Config) (*Server, error) {
 		version: cfg.Version,
 		reg:     cfg.Registry,
 		slots:   make(chan struct{}, cfg.MaxConcurrent),
+		beat:    cmp.Or(cfg.Heartbeat, DefaultHeartbeat),
 	}
 	if cfg.Logger != nil {
 		s.log = *cfg.Logger
