@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corral-sh/corral/api"
 	"github.com/corral-sh/corral/internal/proctest"
+	"github.com/corral-sh/corral/supervisor"
 )
 
 // mcpVersions are the protocol versions the server accepts (go-sdk v1.8.0).
@@ -233,5 +235,52 @@ func TestMCPHeartbeat(t *testing.T) {
 				t.Errorf("%d heartbeats (want about 10), %d outputs, result %s", beats, outputs, result)
 			}
 		})
+	}
+}
+
+// TestMCPSessionBounds: sessions are bounded in number (one more gets 429
+// RESOURCE_EXHAUSTED with Retry-After) and closed after the idle time, which
+// frees their place.
+func TestMCPSessionBounds(t *testing.T) {
+	t.Parallel()
+	const idle = 300 * time.Millisecond
+	e := newEnv(t, func(c *api.Config, _ *supervisor.Config) { c.MCPSessions, c.MCPSessionIdle = 2, idle })
+	var open []*rawMCP
+	for range 2 {
+		cl := &rawMCP{e: e, version: "2025-11-25"}
+		cl.initialize()
+		open = append(open, cl)
+	}
+	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
+	cl := &rawMCP{e: e, version: "2025-11-25"}
+	resp := cl.post(context.Background(), init, "initialize", "")
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || errorCode(t, b) != api.CodeResourceExhausted || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("a third session: %d %q %s", resp.StatusCode, resp.Header.Get("Retry-After"), b)
+	}
+	// A one-shot call needs no session and still works.
+	resp = cl.post(context.Background(), cl.callBody("echo hi", ""), "tools/call", "bash")
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(b), `hi\n[exit code 0`) {
+		t.Errorf("one-shot call: %d %s", resp.StatusCode, b)
+	}
+
+	// Idle sessions close, which frees their places; their IDs are then
+	// unknown.
+	begin := time.Now()
+	waitFor(t, 10*idle+5*time.Second, func() bool {
+		resp := cl.post(context.Background(), init, "initialize", "")
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	if d := time.Since(begin); d < idle/2 {
+		t.Errorf("a place was free after %v, before the sessions were idle for %v", d, idle)
+	}
+	resp = open[0].post(context.Background(), `{"jsonrpc":"2.0","id":3,"method":"ping"}`, "ping", "")
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("a ping in an expired session: %d, want 404", resp.StatusCode)
 	}
 }
