@@ -109,7 +109,7 @@ func TestLineTransportBadLines(t *testing.T) {
 	wantError("a 20 MiB line", -32700, nil)
 	call(3, "echo ok")
 
-	send(``)                                     // ignored
+	send(``)                                      // ignored
 	send(`{"jsonrpc":"2.0","id":"q","result":7}`) // a response to nothing: the SDK ignores it
 	send(`{"id":"x","foo":1}`)
 	wantError("JSON that is not JSON-RPC", -32600, "x")
