@@ -7,7 +7,8 @@
 //
 //	POST   /v1/exec            run a command: 200 and the Result JSON, whatever its exit code;
 //	                           with "Accept: application/x-ndjson" the live events, one flushed
-//	                           line each, the result last
+//	                           line each, the result last; {"event":"keepalive"} after
+//	                           Config.Heartbeat (15 s) without a line
 //	POST   /v1/jobs            start a background job (JobRequest): {"id", "pid"}
 //	GET    /v1/jobs            list the jobs (JobList)
 //	GET    /v1/jobs/{id}/output?stream=stdout&after=0&wait=5
@@ -20,7 +21,9 @@
 //	DELETE /v1/sessions/{id}   remove a session's spill files (204)
 //	GET    /healthz            status, version and containment tier; never needs the token
 //	GET    /metrics            Prometheus text format, from the Server's own registry
-//	/mcp                       MCP over streamable HTTP (stateless), the same tools as MCPServer
+//	/mcp                       MCP over streamable HTTP, the same tools as MCPServer: sessions
+//	                           from an initialize (bounded in number and idle time), stateless
+//	                           for protocol 2026-07-28 and for POSTs that name no session
 //
 // and promises:
 //
@@ -44,8 +47,11 @@
 //     and MCP together; one more is refused at once with 429
 //     RESOURCE_EXHAUSTED.
 //   - Lifetime: a command lives no longer than its request. A client that
-//     goes away, stops reading a stream for 30 s or cancels an MCP call
-//     aborts the command and its tree is killed; Shutdown aborts them all.
+//     goes away (an HTTP request or an MCP tools/call POST closed) or stops
+//     reading a stream for 30 s aborts the command and its tree is
+//     SIGKILLed at once (supervisor.ErrClientGone); an MCP
+//     notifications/cancelled aborts it with SIGTERM and the grace first;
+//     Shutdown aborts them all and ends the MCP sessions.
 //     A background job lives until it exits, is killed, or reaches its
 //     lifetime (30 min by default, 1 s–24 h); Shutdown kills every job.
 //     Unknown job IDs are 404 NOT_FOUND; at most 32 jobs run at once (429).
@@ -55,7 +61,8 @@
 //     directory after resolving symlinks (spill.Store.Resolve); anything else
 //     is 404 NOT_FOUND, and binary content is 400 TOOL_BINARY_CONTENT.
 //
-// MCPServer has the tools bash (live output as progress notifications,
+// MCPServer has the tools bash (live output as progress notifications, a
+// progress heartbeat after Config.Heartbeat of silence,
 // the Result as structured content; background: true starts a job),
 // job_output, job_input, job_kill, job_list, read_output and grep_output. Their
 // descriptions state the limits verbatim, as the specification asks.

@@ -1,11 +1,11 @@
 package api
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/corral-sh/corral/budget"
@@ -78,8 +78,12 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	// A client that disconnects gets its command aborted without the
+	// grace (supervisor.ErrClientGone).
+	ctx, end := whileConnected(r.Context())
+	defer end(nil)
 	if !strings.Contains(r.Header.Get("Accept"), NDJSONType) {
-		res, err := s.run(r.Context(), req)
+		res, err := s.run(ctx, req)
 		if err != nil {
 			writeError(w, err)
 			return
@@ -90,12 +94,14 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 
 	// Streaming: the status line goes out with the first event, so a
 	// request refused before anything ran still gets its error status.
-	ctx, abort := context.WithCancel(r.Context())
-	defer abort()
-	st := &stream{w: w, rc: http.NewResponseController(w), abort: abort}
+	// After Config.Heartbeat of silence a keepalive line goes out.
+	st := &stream{w: w, rc: http.NewResponseController(w), every: s.beat, last: time.Now(),
+		abort: func() { end(supervisor.ErrClientGone) }}
 	st.enc = json.NewEncoder(w)
 	req.OnEvent = st.event
+	stop := keepalive(s.beat, st.keepalive)
 	_, err = s.run(ctx, req)
+	stop()
 	switch {
 	case err != nil && !st.started:
 		writeError(w, err)
@@ -105,20 +111,50 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	st.rc.SetWriteDeadline(time.Time{})
 }
 
-// stream writes live events as NDJSON, one flushed line each. Its methods
-// are called from one goroutine at a time (supervisor.Request.OnEvent).
+// stream writes live events as NDJSON, one flushed line each. Events come
+// from one goroutine at a time (supervisor.Request.OnEvent), keepalives
+// from another; mu serialises them.
 type stream struct {
-	w       http.ResponseWriter
-	rc      *http.ResponseController
-	enc     *json.Encoder
-	abort   func()
-	started bool
-	failed  bool
+	w     http.ResponseWriter
+	rc    *http.ResponseController
+	enc   *json.Encoder
+	abort func()
+	every time.Duration
+
+	mu      sync.Mutex
+	last    time.Time // guarded by mu; when the last line went out
+	started bool      // guarded by mu
+	ended   bool      // guarded by mu; the result (or error) line went out
+	failed  bool      // guarded by mu
 }
 
-func (st *stream) event(ev supervisor.Event) { st.write(ev) }
+func (st *stream) event(ev supervisor.Event) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.writeLocked(ev)
+	st.ended = ev.Event == supervisor.EventResult
+}
+
+// keepalive writes a keepalive line when the stream was silent for st.every
+// (and has begun, and not ended), and returns when the next one is due.
+func (st *stream) keepalive() time.Time {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.started && !st.ended && time.Since(st.last) >= st.every {
+		st.writeLocked(supervisor.Event{Event: EventKeepalive})
+	}
+	return st.last.Add(st.every)
+}
 
 func (st *stream) write(v any) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.writeLocked(v)
+	st.ended = true
+}
+
+func (st *stream) writeLocked(v any) {
+	st.last = time.Now()
 	if st.failed {
 		return
 	}
@@ -140,7 +176,7 @@ func (st *stream) write(v any) {
 }
 
 // fail stops writing and aborts the command: the client is gone or stopped
-// reading.
+// reading, so its tree gets SIGKILL at once.
 func (st *stream) fail() {
 	st.failed = true
 	st.abort()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -118,8 +119,11 @@ type codedError struct{ err error }
 func (e codedError) Error() string { return Code(e.err) + ": " + Message(e.err) }
 func (e codedError) Unwrap() error { return e.err }
 
-// bashTool runs one command. Cancelling the request (ctx) aborts it and
-// kills its tree; live output goes out as progress notifications when the
+// bashTool runs one command. Cancelling the request (ctx:
+// notifications/cancelled) aborts it and kills its tree after the grace; a
+// client that disconnected from the POST that carried the call gets it
+// killed at once (callContext). Live output, and a heartbeat after
+// Config.Heartbeat of silence, go out as progress notifications when the
 // client asked for them with a progress token. With background it starts a
 // job instead. The structured content is the Result, or the JobStarted of
 // a background job (hence no fixed output schema).
@@ -132,26 +136,38 @@ func (s *Server) bashTool(ctx context.Context, req *mcp.CallToolRequest, in Bash
 		s.metrics.outcome(OutcomeInvalid)
 		return nil, nil, toolError(err)
 	}
+	ctx, end := s.callContext(ctx, req)
+	defer end()
+	stop := func() {}
 	if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
-		p := &progress{ctx: ctx, session: req.Session, token: tok}
+		p := &progress{ctx: ctx, session: req.Session, token: tok, every: s.beat, last: time.Now()}
 		r.OnEvent = p.event
+		stop = keepalive(s.beat, p.keepalive)
 	}
 	res, err := s.run(ctx, r)
+	stop()
 	if err != nil {
 		return nil, nil, toolError(err)
 	}
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: modelText(res)}}}, res, nil
 }
 
-// progress forwards live output as progress notifications. Its methods are
-// called from one goroutine at a time; volume is bounded by the
-// supervisor's live cap. Progress counts notifications, so it increases.
+// progress forwards live output as progress notifications, and after
+// Config.Heartbeat of silence sends one without output (a heartbeat, so a
+// client that resets its timeout on progress keeps waiting for a quiet
+// command). Events come from one goroutine at a time, heartbeats from
+// another; mu serialises them. Volume is bounded by the supervisor's live
+// cap. Progress counts notifications, so it increases.
 type progress struct {
 	ctx     context.Context
 	session *mcp.ServerSession
 	token   any
-	n       float64
-	failed  bool
+	every   time.Duration
+
+	mu     sync.Mutex
+	last   time.Time // guarded by mu; when the last notification went out
+	n      float64   // guarded by mu
+	failed bool      // guarded by mu
 }
 
 func (p *progress) event(ev supervisor.Event) {
@@ -164,6 +180,24 @@ func (p *progress) event(ev supervisor.Event) {
 	default:
 		return
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.notifyLocked(msg, mcp.Meta{"stream": ev.Stream, "seq": ev.Seq, "event": ev.Event})
+}
+
+// keepalive sends a heartbeat when nothing went out for p.every, and
+// returns when the next one is due.
+func (p *progress) keepalive() time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if time.Since(p.last) >= p.every {
+		p.notifyLocked("", mcp.Meta{"event": EventKeepalive})
+	}
+	return p.last.Add(p.every)
+}
+
+func (p *progress) notifyLocked(msg string, meta mcp.Meta) {
+	p.last = time.Now()
 	if p.failed {
 		return
 	}
@@ -172,7 +206,7 @@ func (p *progress) event(ev supervisor.Event) {
 		ProgressToken: p.token,
 		Progress:      p.n,
 		Message:       msg,
-		Meta:          mcp.Meta{"stream": ev.Stream, "seq": ev.Seq, "event": ev.Event},
+		Meta:          meta,
 	})
 	// A client that cannot take notifications gets none; its request
 	// still gets the result.

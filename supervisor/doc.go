@@ -19,7 +19,8 @@
 // member, a grace period that ends early once the tree is empty, SIGKILL to
 // the whole tree, confirmation that it is empty, both pipes drained to EOF
 // (a pipe-holder scan kills any writer that escaped the containment), and only
-// then the Result. No event is delivered after the result event.
+// then the Result. No event is delivered after the result event. An abort
+// whose cause is ErrClientGone skips SIGTERM and the grace.
 //
 // With Config.User set (the process must be root), every command runs as
 // that unprivileged user: its IDs and groups are set in the child before

@@ -17,14 +17,22 @@ import (
 	"github.com/corral-sh/corral/killtree"
 )
 
+// ErrClientGone, as the cause of cancelling Run's context
+// (context.WithCancelCause), aborts the command without the graceful phase:
+// its whole tree gets SIGKILL at once. Front ends give it when the client
+// that would read the Result went away, since nobody is left to read a
+// graceful ending; any other cancellation keeps the grace.
+var ErrClientGone = errors.New("supervisor: the client is gone")
+
 // Run runs r to completion and returns its Result. A Request that fails
 // validation returns an error wrapping ErrInvalidRequest before anything
 // starts, and so does a command and environment the kernel refuses to exec
 // for their size (E2BIG); a failure to start the shell returns an error
 // too. Once the
 // command ran, Run returns a Result and a nil error whatever the command's
-// exit code. Cancelling ctx aborts the command: its tree is killed and the
-// Result has Aborted set. Run is safe for concurrent use; while a command
+// exit code. Cancelling ctx aborts the command: its tree is killed (SIGTERM
+// and the grace first, unless the cause is ErrClientGone) and the Result
+// has Aborted set. Run is safe for concurrent use; while a command
 // runs, Run holds an OS thread in a blocking system call (as os/exec's Wait
 // does), on Linux until the command ends or proves busy.
 func (s *Supervisor) Run(ctx context.Context, r Request) (Result, error) {
@@ -170,7 +178,9 @@ func (p *proc) supervise(ctx context.Context) ending {
 	if end != endExited || p.kill.Lingering > 0 {
 		p.kill.Processes, _ = p.tree.Members()
 		p.log.Debug().Int("members", p.kill.Processes).Int("lingering", p.kill.Lingering).Msg("way down")
-		p.graceful()
+		if end != endAborted || !errors.Is(context.Cause(ctx), ErrClientGone) {
+			p.graceful()
+		}
 	}
 	report, err := p.tree.Kill()
 	if err != nil {
