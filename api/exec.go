@@ -95,7 +95,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	ctx, abort := context.WithCancel(r.Context())
 	defer abort()
 	st := &stream{w: w, rc: http.NewResponseController(w), abort: abort}
-	st.enc = json.NewEncoder(w)
+	st.enc = NewEncoder(w)
 	req.OnEvent = st.event
 	_, err = s.run(ctx, req)
 	switch {

@@ -206,5 +206,5 @@ func (s *Server) grepTool(ctx context.Context, req *mcp.CallToolRequest, in Grep
 	if err != nil {
 		return nil, budget.GrepResult{}, toolError(err)
 	}
-	return nil, res, nil
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: jsonText(res)}}}, res, nil
 }

@@ -65,6 +65,10 @@ type ReadResult struct {
 	// Truncated is true when the window stopped before the end of the file
 	// or clipped a line.
 	Truncated bool `json:"truncated"`
+	// Partial is true when the file holds only part of the stream it was
+	// written from (a spill that stopped at its cap); filled by the
+	// caller, which then says in Notice how much of the stream it holds.
+	Partial bool `json:"partial,omitempty"`
 	// Notice is model-facing prose: the next offset, the budget that
 	// stopped the window, how many lines were clipped.
 	Notice string `json:"notice,omitempty"`

@@ -160,9 +160,6 @@ func New(cfg Config) (*Supervisor, error) {
 	if _, err := exec.LookPath(s.shell); err != nil {
 		return nil, fmt.Errorf("supervisor: shell %q: %w", s.shell, err)
 	}
-	if cfg.DataDir != "" {
-		s.spills = spill.New(cfg.DataDir, spill.Options{MaxBytes: cfg.SpillMaxBytes})
-	}
 	devNull, err := os.Open(os.DevNull)
 	if err != nil {
 		return nil, fmt.Errorf("supervisor: %w", err)
@@ -171,6 +168,16 @@ func New(cfg Config) (*Supervisor, error) {
 	if err != nil {
 		devNull.Close()
 		return nil, fmt.Errorf("supervisor: %w", err)
+	}
+	if cfg.DataDir != "" {
+		// Opened now, before any command runs, and held: spills are
+		// written and read beneath this descriptor (spill.Store).
+		s.spills, err = spill.New(cfg.DataDir, spill.Options{MaxBytes: cfg.SpillMaxBytes})
+		if err != nil {
+			trees.Close()
+			devNull.Close()
+			return nil, fmt.Errorf("supervisor: %w", err)
+		}
 	}
 	s.trees, s.devNull = trees, devNull
 	return s, nil
@@ -200,6 +207,9 @@ func (s *Supervisor) Close() error {
 	if s.devNull != nil {
 		err = errors.Join(err, s.devNull.Close())
 		s.devNull = nil
+	}
+	if s.spills != nil {
+		err = errors.Join(err, s.spills.Close())
 	}
 	return err
 }
