@@ -51,8 +51,8 @@ type Extent struct {
 }
 
 // fit cuts st to limit bytes (the start of a head, the end of a tail, at
-// most limit/2 of the tail when both are there) and returns it with its
-// Extent.
+// most limit/2 of the tail when both are there, each then cut on a line
+// boundary) and returns it with its Extent.
 func (st Stream) fit(limit int64) (Stream, Extent) {
 	total := max(st.TotalBytes, int64(len(st.Head)+len(st.Tail)))
 	if int64(len(st.Head)+len(st.Tail)) > limit {
@@ -64,6 +64,16 @@ func (st Stream) fit(limit int64) (Stream, Extent) {
 		tailKeep = min(int64(len(st.Tail)), limit-headKeep)
 		st.Head = st.Head[:headKeep]
 		st.Tail = st.Tail[int64(len(st.Tail))-tailKeep:]
+		if len(st.Head) > 0 && len(st.Tail) > 0 {
+			// Two parts in one file: cut each on a line boundary where
+			// it has one, so no line of the file joins both.
+			if i := bytes.LastIndexByte(st.Head, '\n'); i >= 0 {
+				st.Head = st.Head[:i+1]
+			}
+			if i := bytes.IndexByte(st.Tail, '\n'); i >= 0 && i < len(st.Tail)-1 {
+				st.Tail = st.Tail[i+1:]
+			}
+		}
 	}
 	ext := Extent{StreamBytes: total, HeadBytes: int64(len(st.Head)), TailBytes: int64(len(st.Tail))}
 	if ext.HeadBytes+ext.TailBytes == total {

@@ -64,6 +64,14 @@ func walkBeneath(dirfd int, rel string, flags int) (int, error) {
 	}()
 	for _, p := range parts[:len(parts)-1] {
 		fd, err := openatRetry(cur, p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC)
+		if errors.Is(err, unix.ENOTDIR) {
+			// O_DIRECTORY|O_NOFOLLOW on a symlink fails with ENOTDIR on
+			// Linux; say symlink, as openat2 does.
+			var st unix.Stat_t
+			if unix.Fstatat(cur, p, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+				err = unix.ELOOP
+			}
+		}
 		if err != nil {
 			return -1, err
 		}
