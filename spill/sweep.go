@@ -45,10 +45,6 @@ func (s *Store) RemoveSession(session string) error {
 	return nil
 }
 
-// Sweep and RemoveSession work beneath the data directory held open since
-// New (os.Root): a component replaced by a symlink leading out is never
-// followed out, so nothing outside the data directory is listed or removed.
-
 // Sweep removes every session directory under <dataDir>/scratch whose newest
 // file, searched recursively, was modified before Now minus retention (zero
 // or negative retention means DefaultRetention). A session with no files at
@@ -58,7 +54,10 @@ func (s *Store) RemoveSession(session string) error {
 // are not valid session IDs are left alone, and symlinks are never followed.
 //
 // Each session is checked and removed while holding its lock, so a session
-// written during the sweep survives it. A missing scratch directory is not
+// written during the sweep survives it. Sweep and RemoveSession work beneath
+// the data directory held open since New (os.Root): a component replaced by
+// a symlink leading out is never followed out, so nothing outside the data
+// directory is listed or removed. A missing scratch directory is not
 // an error.
 func (s *Store) Sweep(retention time.Duration) ([]string, error) {
 	if retention <= 0 {
