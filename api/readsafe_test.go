@@ -181,13 +181,14 @@ func TestReadGrepFIFO(t *testing.T) {
 	if d > 20*time.Second {
 		t.Errorf("%d reads of a FIFO took %v", n, d)
 	}
-	// Threads and descriptors return to where they were (the server
-	// runs in this process).
+	// Descriptors return to where they were (the server runs in this
+	// process); threads stay near it: the Go runtime keeps the few extra
+	// threads a burst made, while a blocking open would hold one per request.
 	e.client.Transport.(*http.Transport).CloseIdleConnections()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		nf, nt := proctest.FDCount(t), proctest.Threads()
-		if nf <= fds && nt <= threads+4 {
+		if nf <= fds && nt <= threads+20 {
 			t.Logf("%d concurrent reads of a FIFO: %v; fds %d -> %d, threads %d -> %d", n, d, fds, nf, threads, nt)
 			break
 		}
