@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -159,5 +160,34 @@ func TestReadGrepSwappedSessionDir(t *testing.T) {
 				t.Errorf("%s %s: %d %s, want 404 NOT_FOUND", ep, p, code, b)
 			}
 		}
+	}
+}
+
+// TestReadDataDirSwapped: the data directory itself renamed away and
+// replaced by a symlink to / after start: reads of host paths through it
+// fail, and the spill written before reads back from the original.
+func TestReadDataDirSwapped(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	spill := e.exec(`{"command":"seq 100000","session":"s"}`).StdoutInfo.SpillPath
+	moved := e.data + "-moved"
+	if err := os.Rename(e.data, moved); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/", e.data); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(e.data); os.Rename(moved, e.data) })
+	for _, p := range []string{filepath.Join(e.data, "etc", "passwd"), filepath.Join(e.data, "scratch", "..", "etc", "passwd"), "etc/passwd"} {
+		for _, ep := range []string{"/v1/read", "/v1/grep"} {
+			code, b := e.do(context.Background(), "POST", ep, readBody(ep, p))
+			if code != 404 || strings.Contains(string(b), "root:") {
+				t.Errorf("%s %s after the swap: %d %s", ep, p, code, b)
+			}
+		}
+	}
+	code, b := e.do(context.Background(), "POST", "/v1/read", `{"path":`+jsonString(spill)+`,"limit":1}`)
+	if code != 200 || !strings.Contains(string(b), `"content":"1\n"`) {
+		t.Errorf("the spill after the swap: %d %s", code, b)
 	}
 }
