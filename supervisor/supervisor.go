@@ -38,7 +38,9 @@ type Config struct {
 	// Shell runs the command as `Shell -c COMMAND`; "" is bash from PATH, or
 	// sh where bash is absent.
 	Shell string
-	// DataDir is where spill files go (<DataDir>/scratch/...); "" disables spills.
+	// DataDir is where spill files go (<DataDir>/scratch/...); "" disables
+	// spills. New creates it if missing and holds it open until Close
+	// (spill.New): a directory renamed or replaced afterwards is not followed.
 	DataDir string
 	// SpillMaxBytes caps one spill file; 0 is spill.DefaultMaxBytes.
 	SpillMaxBytes int64
@@ -51,7 +53,10 @@ type Config struct {
 	// Settle is how long a shell that exited may leave processes running
 	// before they are killed as lingering; 0 is DefaultSettle.
 	Settle time.Duration
-	// Capture is the per-stream capture ceiling.
+	// Capture is the per-stream capture ceiling. A head+tail stream keeps
+	// half of it at each end, so it too holds no more than the ceiling
+	// (a background job also keeps a whole-ceiling tail ring for cursor
+	// reads).
 	Capture CaptureLimits
 	// Budget is the per-stream model budget; zero fields are 96 KiB / 4,000 lines.
 	Budget budget.Limits
