@@ -87,9 +87,6 @@ func (st Stream) fit(limit int64) (Stream, Extent) {
 	return st, ext
 }
 
-// Known reports whether the Extent was recorded.
-func (e Extent) Known() bool { return e.StreamBytes > 0 || e.HeadBytes > 0 }
-
 // Partial reports whether the file holds less than the whole stream.
 func (e Extent) Partial() bool { return e.HeadBytes+e.TailBytes < e.StreamBytes }
 

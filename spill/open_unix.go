@@ -112,10 +112,10 @@ func unixMode(m uint32) fs.FileMode {
 	return fs.ModeIrregular
 }
 
-// isSymlinkErr reports the error of an O_NOFOLLOW open or a
-// RESOLVE_NO_SYMLINKS resolution that met a symlink: ELOOP (Linux, macOS;
-// open(2) "O_NOFOLLOW"), EMLINK (FreeBSD, NetBSD), EFTYPE (OpenBSD is
-// ELOOP too).
+// isSymlinkErr reports the error of an O_NOFOLLOW open, or of a
+// RESOLVE_NO_SYMLINKS resolution, that met a symlink: ELOOP on Linux, macOS
+// and OpenBSD, EMLINK on FreeBSD and NetBSD (their open(2) pages,
+// O_NOFOLLOW).
 func isSymlinkErr(err error) bool {
 	return errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EMLINK)
 }
