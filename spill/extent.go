@@ -3,11 +3,10 @@ package spill
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
+	"path/filepath"
 )
 
 // metaSuffix names a spill file's sidecar: <name>.log.meta holds its Extent.
@@ -123,21 +122,21 @@ func (s *Store) writeExtent(rel string, ext Extent) (err error) {
 	}
 	f, err := s.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
-		return fmt.Errorf("spill: create %s%s: %w", s.dataDir, string(os.PathSeparator)+name, err)
+		return fmt.Errorf("spill: create %s: %w", filepath.Join(s.dataDir, name), err)
 	}
 	defer func() {
 		if cerr := f.Close(); cerr != nil && err == nil {
-			err = fmt.Errorf("spill: write %s: %w", name, cerr)
+			err = fmt.Errorf("spill: write %s: %w", filepath.Join(s.dataDir, name), cerr)
 		}
 		if err != nil {
 			_ = s.root.Remove(name)
 		}
 	}()
 	if err := f.Chmod(0o600); err != nil {
-		return fmt.Errorf("spill: chmod %s: %w", name, err)
+		return fmt.Errorf("spill: chmod %s: %w", filepath.Join(s.dataDir, name), err)
 	}
 	if _, err := f.Write(append(b, '\n')); err != nil {
-		return fmt.Errorf("spill: write %s: %w", name, err)
+		return fmt.Errorf("spill: write %s: %w", filepath.Join(s.dataDir, name), err)
 	}
 	return nil
 }
@@ -152,7 +151,7 @@ func (s *Store) readExtent(rel string) Extent {
 	}
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, maxMetaBytes))
-	if err != nil && !errors.Is(err, fs.ErrClosed) {
+	if err != nil {
 		return Extent{}
 	}
 	var ext Extent
