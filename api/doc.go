@@ -57,9 +57,15 @@
 //     Unknown job IDs are 404 NOT_FOUND; at most 32 jobs run at once (429).
 //     A wait that reaches its deadline is 408 DEADLINE_EXCEEDED. After
 //     Shutdown, new commands and jobs are 503 UNAVAILABLE.
-//   - Reading back: read and grep reach only regular files inside the data
-//     directory after resolving symlinks (spill.Store.Resolve); anything else
-//     is 404 NOT_FOUND, and binary content is 400 TOOL_BINARY_CONTENT.
+//   - Reading back: read and grep reach only regular files under
+//     <dataDir>/scratch, opened beneath the data directory held open since
+//     start without following any symlink and without blocking on a FIFO
+//     (spill.Store.Open); anything else is 404 NOT_FOUND with the reason,
+//     and binary content is 400 TOOL_BINARY_CONTENT. A spill that holds
+//     less than its stream adds "partial": true and a notice saying how
+//     much of the stream it holds.
+//   - Encoding: every JSON body, NDJSON line and MCP tool text leaves <, >
+//     and & unescaped (NewEncoder).
 //
 // MCPServer has the tools bash (live output as progress notifications, a
 // progress heartbeat after Config.Heartbeat of silence,

@@ -97,7 +97,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	// After Config.Heartbeat of silence a keepalive line goes out.
 	st := &stream{w: w, rc: http.NewResponseController(w), every: s.beat, last: time.Now(),
 		abort: func() { end(supervisor.ErrClientGone) }}
-	st.enc = json.NewEncoder(w)
+	st.enc = NewEncoder(w)
 	req.OnEvent = st.event
 	stop := keepalive(s.beat, st.keepalive)
 	_, err = s.run(ctx, req)

@@ -50,14 +50,15 @@ The text result is stdout, then stderr after a [stderr] line, then one status li
 		thousands(budget.SearchMaxLines), budget.SearchMaxBytes>>10, thousands(budget.MaxLineChars))
 }
 
-var readDescription = fmt.Sprintf(`Read a window of lines from a spill file: the fuller copy of a bash result's stdout or stderr that was cut, named in its [truncated: ...] marker and in stdoutInfo.spillPath / stderrInfo.spillPath. Only files under the server's data directory can be read.
+var readDescription = fmt.Sprintf(`Read a window of lines from a spill file: the fuller copy of a bash result's stdout or stderr that was cut, named in its [truncated: ...] marker and in stdoutInfo.spillPath / stderrInfo.spillPath. Only regular files under the server's data directory (its scratch directory) can be read; symlinks are not followed.
 
-offset is the 1-based first line (default 1), limit the number of lines (default %s). A window stops at %s lines or %d KiB, whichever comes first; lines longer than %s characters are clipped, and notice counts them. content is the file's text, byte for byte, without line numbers. When the window did not reach the end, notice names the offset to continue from; totalLines appears once the end was reached. Binary files are refused with TOOL_BINARY_CONTENT.`,
-	thousands(budget.SearchMaxLines), thousands(budget.SearchMaxLines), budget.SearchMaxBytes>>10, thousands(budget.MaxLineChars))
+offset is the 1-based first line (default 1), limit the number of lines (default %s). A window stops at %s lines or %d KiB, whichever comes first; lines longer than %s characters are clipped, and notice counts them. content is the file's text, byte for byte (invalid UTF-8 and NUL bytes shown as U+FFFD), without line numbers. When the window did not reach the end, notice names the offset to continue from; totalLines appears once the end was reached. A spill that holds only part of the output (it stops at the spill cap, %d KiB by default) sets partial: true, and notice says which part it holds. Binary files are refused with TOOL_BINARY_CONTENT.`,
+	thousands(budget.SearchMaxLines), thousands(budget.SearchMaxLines), budget.SearchMaxBytes>>10, thousands(budget.MaxLineChars),
+	spill.DefaultMaxBytes>>10)
 
-var grepDescription = fmt.Sprintf(`Search a spill file (the fuller copy of a cut bash result, named in its [truncated: ...] marker and in stdoutInfo.spillPath / stderrInfo.spillPath) for lines matching a regular expression (RE2 syntax). Only files under the server's data directory can be searched.
+var grepDescription = fmt.Sprintf(`Search a spill file (the fuller copy of a cut bash result, named in its [truncated: ...] marker and in stdoutInfo.spillPath / stderrInfo.spillPath) for lines matching a regular expression (RE2 syntax). Only regular files under the server's data directory (its scratch directory) can be searched; symlinks are not followed.
 
-Returns matches with their 1-based line numbers, at most headLimit of them (default %d; more set truncated: true), within %d KiB; lines longer than %s characters are clipped. Use read_output with offset near a match's line to see its context.`,
+Returns matches with their 1-based line numbers, at most headLimit of them (default %d; more set truncated: true), within %d KiB; lines longer than %s characters are clipped. On a spill that holds only part of the output, partial: true and notice says which part. Use read_output with offset near a match's line to see its context.`,
 	budget.DefaultHeadLimit, budget.SearchMaxBytes>>10, thousands(budget.MaxLineChars))
 
 // thousands formats n with a comma every three digits ("4,000").
@@ -275,5 +276,5 @@ func (s *Server) grepTool(ctx context.Context, req *mcp.CallToolRequest, in Grep
 	if err != nil {
 		return nil, budget.GrepResult{}, toolError(err)
 	}
-	return nil, res, nil
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: jsonText(res)}}}, res, nil
 }

@@ -165,7 +165,8 @@ func (s *Server) jobKillTool(ctx context.Context, req *mcp.CallToolRequest, in J
 }
 
 func (s *Server) jobListTool(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, JobList, error) {
-	return nil, JobList{Jobs: s.sup.Jobs()}, nil
+	list := JobList{Jobs: s.sup.Jobs()}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: jsonText(list)}}}, list, nil
 }
 
 // seconds converts a wire duration that must lie in [lo, hi].

@@ -330,8 +330,8 @@ func (p *proc) finish(end ending) Result {
 // shape builds the model view of one stream, spilling the retained bytes
 // first when the view will be cut. A failed spill costs only the spill
 // sentence.
-func (p *proc) shape(r *retained, stream string) (string, budget.Info) {
-	data, counts := r.snapshot()
+func (p *proc) shape(r *retained, name string) (string, budget.Info) {
+	data, counts, stream := r.snapshot()
 	opts := budget.Options{Policy: r.policy, Limits: p.s.cfg.Budget, Raw: p.s.cfg.RawOutput}
 	view, info := budget.Shape(data, counts, opts)
 	if !info.Truncated || p.s.spills == nil || len(data) == 0 {
@@ -341,9 +341,9 @@ func (p *proc) shape(r *retained, stream string) (string, budget.Info) {
 	if len(label) > 120 {
 		label = label[:120]
 	}
-	path, err := p.s.spills.Write(p.v.Session, label+"."+stream, data)
+	path, err := p.s.spills.WriteStream(p.v.Session, label+"."+name, stream)
 	if err != nil {
-		p.log.Warn().Err(err).Str("stream", stream).Msg("spill")
+		p.log.Warn().Err(err).Str("stream", name).Msg("spill")
 		return view, info
 	}
 	opts.SpillPath = path

@@ -38,7 +38,9 @@ type Config struct {
 	// Shell runs the command as `Shell -c COMMAND`; "" is bash from PATH, or
 	// sh where bash is absent.
 	Shell string
-	// DataDir is where spill files go (<DataDir>/scratch/...); "" disables spills.
+	// DataDir is where spill files go (<DataDir>/scratch/...); "" disables
+	// spills. New creates it if missing and holds it open until Close
+	// (spill.New): a directory renamed or replaced afterwards is not followed.
 	DataDir string
 	// SpillMaxBytes caps one spill file; 0 is spill.DefaultMaxBytes.
 	SpillMaxBytes int64
@@ -51,7 +53,10 @@ type Config struct {
 	// Settle is how long a shell that exited may leave processes running
 	// before they are killed as lingering; 0 is DefaultSettle.
 	Settle time.Duration
-	// Capture is the per-stream capture ceiling.
+	// Capture is the per-stream capture ceiling. A head+tail stream keeps
+	// half of it at each end, so it too holds no more than the ceiling
+	// (a background job also keeps a whole-ceiling tail ring for cursor
+	// reads).
 	Capture CaptureLimits
 	// Budget is the per-stream model budget; zero fields are 96 KiB / 4,000 lines.
 	Budget budget.Limits
@@ -179,9 +184,6 @@ func New(cfg Config) (*Supervisor, error) {
 		}
 		s.user = u
 	}
-	if cfg.DataDir != "" {
-		s.spills = spill.New(cfg.DataDir, spill.Options{MaxBytes: cfg.SpillMaxBytes})
-	}
 	devNull, err := os.Open(os.DevNull)
 	if err != nil {
 		return nil, fmt.Errorf("supervisor: %w", err)
@@ -190,6 +192,16 @@ func New(cfg Config) (*Supervisor, error) {
 	if err != nil {
 		devNull.Close()
 		return nil, fmt.Errorf("supervisor: %w", err)
+	}
+	if cfg.DataDir != "" {
+		// Opened now, before any command runs, and held: spills are
+		// written and read beneath this descriptor (spill.Store).
+		s.spills, err = spill.New(cfg.DataDir, spill.Options{MaxBytes: cfg.SpillMaxBytes})
+		if err != nil {
+			trees.Close()
+			devNull.Close()
+			return nil, fmt.Errorf("supervisor: %w", err)
+		}
 	}
 	s.trees, s.devNull = trees, devNull
 	return s, nil
@@ -228,6 +240,9 @@ func (s *Supervisor) Close() error {
 	if s.devNull != nil {
 		err = errors.Join(err, s.devNull.Close())
 		s.devNull = nil
+	}
+	if s.spills != nil {
+		err = errors.Join(err, s.spills.Close())
 	}
 	return err
 }

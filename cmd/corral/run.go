@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -138,7 +137,7 @@ func (m *Main) run(ctx context.Context, args []string) error {
 		return m.invalid(f.json, err)
 	}
 	if f.json {
-		return json.NewEncoder(m.Stdout).Encode(res)
+		return api.NewEncoder(m.Stdout).Encode(res)
 	}
 	fmt.Fprintln(m.Stderr, summary(res))
 	return exitError{exitCode(res)}
@@ -220,7 +219,7 @@ func (m *Main) invalid(asJSON bool, err error) error {
 		return err
 	}
 	if asJSON {
-		json.NewEncoder(m.Stdout).Encode(api.NewErrorBody(err))
+		api.NewEncoder(m.Stdout).Encode(api.NewErrorBody(err))
 	} else {
 		fmt.Fprintln(m.Stderr, "corral:", err)
 	}
