@@ -32,12 +32,21 @@ func TestNDJSONKeepalive(t *testing.T) {
 		return true
 	})
 	got := strings.Join(kinds, " ")
-	// start, output a, at least five keepalives in the second of silence, output b, result
-	if n := strings.Count(got, api.EventKeepalive); n < 5 || n > 12 {
-		t.Errorf("%d keepalives in %q, want about 10", n, got)
+	// start, output a, keepalives through the second of silence (about ten;
+	// a loaded machine may also send one before a), output b, result.
+	var rest []string
+	between := 0
+	for _, k := range kinds {
+		if k == api.EventKeepalive {
+			if len(rest) == 2 {
+				between++
+			}
+			continue
+		}
+		rest = append(rest, k)
 	}
-	if !strings.HasPrefix(got, "start output keepalive") || !strings.HasSuffix(got, "keepalive output result") {
-		t.Errorf("events %q", got)
+	if strings.Join(rest, " ") != "start output output result" || between < 3 || between > 12 {
+		t.Errorf("events %q: want start, output, keepalives (3 to 12 in the silence, got %d), output, result", got, between)
 	}
 }
 

@@ -214,7 +214,7 @@ func TestUnroutedErrors(t *testing.T) {
 		{"below mcp", "POST", "/mcp/x", "{}", mcpHdr, 404, api.CodeNotFound, "no route for POST /mcp/x", ""},                                                      // /mcp is exact
 		{"wrong method", "GET", "/v1/exec", "", nil, 405, api.CodeInvalidArgument, "method GET is not allowed on /v1/exec; allowed: POST", "POST"},                // ServeMux's 405
 		{"wrong method on read", "PUT", "/v1/read", "{}", nil, 405, api.CodeInvalidArgument, "method PUT is not allowed on /v1/read", "POST"},                     // another route
-		{"mcp GET", "GET", "/mcp", "", mcpHdr, 405, api.CodeInvalidArgument, "method GET is not allowed on /mcp", ""},                                             // the SDK's 405 (stateless)
+		{"mcp GET", "GET", "/mcp", "", mcpHdr, 400, api.CodeInvalidArgument, "GET requires an Mcp-Session-Id header", ""},                                         // the SDK's refusal of a stream without a session
 		{"mcp content type", "POST", "/mcp", "{}", []string{"Content-Type", "text/plain", "Accept", mcpHdr[1]}, 415, api.CodeInvalidArgument, "Content-Type", ""}, // the SDK's 415
 		{"unknown job", "GET", "/v1/jobs/j-nope/output", "", nil, 404, api.CodeNotFound, `no job "j-nope"`, ""},                                                   // a handler's own 404
 	}
