@@ -109,7 +109,9 @@ func (m *Main) run(ctx context.Context, args []string) error {
 	sup, err := supervisor.New(supervisor.Config{
 		DataDir:     f.dataDir,
 		Grace:       grace,
-		Containment: killtree.Config{Tier: killtree.Tier(f.containment)},
+		// One command, one tree, no other children: every orphan that
+		// reaches this process is the command's (killtree.Config.SoleTree).
+		Containment: killtree.Config{Tier: killtree.Tier(f.containment), SoleTree: true},
 	})
 	if err != nil {
 		return err
