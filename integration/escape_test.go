@@ -161,7 +161,10 @@ func TestEscapeScrubbed(t *testing.T) {
 		fronts := []frontend{cliFrontend(""), cliFrontend("pgroup"),
 			libFrontend(newLib(t, supervisor.Config{Containment: killtree.Config{Tier: killtree.TierPgroup, Reaper: true}})),
 			libFrontend(newLib(t, supervisor.Config{Containment: killtree.Config{Reaper: true}}))}
+		srv := startServer(t, "--reaper")
 		fronts[2].name, fronts[3].name = "library-reaper-pgroup", "library-reaper"
+		fronts = append(fronts, srv.frontend())
+		fronts[4].name = "server-reaper"
 		if !testing.Short() {
 			fronts = append(fronts, cliFrontend("cgroup1"))
 		}
