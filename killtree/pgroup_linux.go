@@ -61,6 +61,7 @@ type treeState struct {
 	// nil without a reaper; statusRead, ws and wsOK hold what it said.
 	status     *os.File
 	statusRead bool
+	awaited    bool // awaitReaper waited once
 	ws         unix.WaitStatus
 	wsOK       bool
 	// gone records that a scan begun after the leader's exit found no live
@@ -217,6 +218,7 @@ func (t *Tree) live(ps []proc) []int {
 // Kill's sweep and reported as escapees. On pgroup it is the descendants the
 // baseline attributes to the tree.
 func (t *Tree) members() ([]int, error) {
+	t.awaitReaper()
 	exited := t.rootGone() // before any listing: a live leader can still fork
 	cp, err := t.c.procs()
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -245,6 +246,35 @@ func (t *Tree) rootGone() bool {
 		return t.leaderExited()
 	}
 	return t.pidfdExited()
+}
+
+// reaperGrace is how long the first look at the members after the shell's
+// exit waits for the reaper to follow it: a reaper with no other child exits
+// at once, and then the tree is known gone without a kill.
+const reaperGrace = 5 * time.Millisecond
+
+// awaitReaper waits up to reaperGrace, once per tree, for the reaper to exit
+// after the shell did.
+func (t *Tree) awaitReaper() {
+	if !t.hasReaper() || !t.leaderExited() {
+		return
+	}
+	t.mu.Lock()
+	f := t.st.pidfd
+	ask := !t.st.awaited && f != nil
+	t.st.awaited = true
+	t.mu.Unlock()
+	if !ask {
+		return
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return
+	}
+	_ = rc.Control(func(fd uintptr) { // an error: f was closed, nothing to wait for
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		_, _ = unix.Poll(fds, int(reaperGrace.Milliseconds())) // EINTR or timeout: the caller looks anyway
+	})
 }
 
 // hasReaper reports whether the leader is a reaper rather than the shell.
