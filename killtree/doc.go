@@ -102,8 +102,11 @@
 // the cgroup tiers, freezes the cgroup) before any blow can kill the reaper,
 // so every one is recorded before its orphans could reach this process.
 // The leader (Tree.Pid, the session and group) is then the reaper; Exited and
-// Tree.ExitFD report the shell's exit, Tree.ShellExit its status, and the
-// counts leave the reaper out.
+// Tree.ExitFD report the shell's exit, Tree.ShellExit its status (when the
+// reaper lived to report it; else cmd.ProcessState holds the reaper's,
+// SIGKILL), Report leaves the reaper out, and Members counts it only until it
+// has reported the shell's exit (so that a wait for the tree to empty after
+// SIGTERM waits for that report).
 //
 // Why it is not the default: a Go runtime start per command costs about as
 // much as the `bash -c true` it wraps (BenchmarkOverheadRatio, the -reaper

@@ -55,18 +55,19 @@ func (t *Tree) Exited() <-chan struct{} {
 func (t *Tree) markExited() { t.exitedOnce.Do(func() { close(t.exited) }) }
 
 // liveMembers returns pids without duplicates and without the leader once
-// it has exited (an exited leader is an unreaped zombie, not a member) or
-// when it is a reaper.
+// it has exited (an exited leader is an unreaped zombie, not a member). A
+// reaper (Config.Reaper) counts as a member until it has reported the
+// shell's exit: it stands for the shell, whose zombie it may not have reaped
+// yet, so that a wait for the tree to empty also waits for that report.
 func (t *Tree) liveMembers(pids []int) []int {
 	if len(pids) == 0 {
 		return pids
 	}
 	exited := t.leaderExited()
-	reaper := t.hasReaper() // the reaper is ours, never a member
 	seen := make(map[int]bool, len(pids))
 	out := pids[:0]
 	for _, p := range pids {
-		if !seen[p] && !((exited || reaper) && p == t.pid) {
+		if !seen[p] && !(exited && p == t.pid) {
 			seen[p] = true
 			out = append(out, p)
 		}
