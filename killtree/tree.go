@@ -33,7 +33,8 @@ type Tree struct {
 	closed bool      // guarded by mu
 }
 
-// Pid returns the leader's process ID.
+// Pid returns the leader's process ID, which is also the tree's session
+// and process group ID: the shell's, or with Config.Reaper the reaper's.
 func (t *Tree) Pid() int { return t.pid }
 
 // Tier returns the tier that contains this tree.
