@@ -54,6 +54,9 @@ func leaderGone(pid int) bool {
 }
 
 func newPlatform(cfg Config, tier Tier) (*platform, error) {
+	if cfg.Reaper {
+		return nil, fmt.Errorf("killtree: a per-command reaper needs Linux (PR_SET_CHILD_SUBREAPER): %w", ErrUnavailable)
+	}
 	return &platform{cfg: cfg, instance: strconv.Itoa(os.Getpid())}, nil
 }
 

@@ -57,6 +57,13 @@ type treeState struct {
 	groups map[int]bool   // session and group IDs of attributed processes
 	cgLeaf string         // cgroup path suffix (relative), for zombie attribution; "" on pgroup
 	dead   map[int]bool   // PIDs the containment kill listed: their zombies are ours to reap
+	// status is the read end of the reaper's status pipe (Config.Reaper),
+	// nil without a reaper; statusRead, ws and wsOK hold what it said.
+	status     *os.File
+	statusRead bool
+	awaited    bool // awaitReaper waited once
+	ws         unix.WaitStatus
+	wsOK       bool
 	// gone records that a scan begun after the leader's exit found no live
 	// member (and, on the cgroup tiers, an empty cgroup and nothing that
 	// left it) and no zombie of ours to reap. That state is final (only a
@@ -71,7 +78,10 @@ type treeState struct {
 // session or group or in a session or group of a process attributed earlier,
 // was attributed earlier (same PID and start time), descends from any of
 // those, or is an orphan reparented to this subreaper that carries the tree's
-// EnvTag (live) or sits in the tree's cgroup (zombie). The residual ambiguity:
+// EnvTag (live) or sits in the tree's cgroup (zombie), or, with
+// Config.SoleTree, any orphan of this process. With Config.Reaper the
+// leader is the tree's reaper and every orphan of the tree is its
+// descendant. Without either, the residual ambiguity:
 // an orphan that replaced its environment, left the cgroup, and whose parent
 // died before any scan saw it, is not attributed (the pipe-holder scan still
 // finds it if it holds our output); and a zombie orphan of a pgroup tree that
@@ -149,6 +159,12 @@ func (t *Tree) isRoot(p proc, self, selfSid int, envKV string) bool {
 	if p.ppid != self {
 		return false
 	}
+	if t.m.cfg.SoleTree {
+		// One tree, no other children of ours (Config.SoleTree): an
+		// orphan of ours that no other rule claims can only be this
+		// tree's, whatever it did to its scopes and environment.
+		return true
+	}
 	if !p.zombie() {
 		return environHas(p.pid, envKV)
 	}
@@ -175,7 +191,7 @@ func inCgroup(pid int, leaf string) bool {
 // scanTree runs one pass over the processes that can belong to the tree (see
 // scanDescendants) and returns the tree's.
 func (t *Tree) scanTree() ([]proc, error) {
-	ps, err := scanDescendants(t.m.plat.own, t.pid, t.leaderExited())
+	ps, err := scanDescendants(t.m.plat.own, t.pid, t.rootGone())
 	if err != nil {
 		return nil, fmt.Errorf("killtree: scan /proc: %w", err)
 	}
@@ -202,7 +218,8 @@ func (t *Tree) live(ps []proc) []int {
 // Kill's sweep and reported as escapees. On pgroup it is the descendants the
 // baseline attributes to the tree.
 func (t *Tree) members() ([]int, error) {
-	exited := t.leaderExited() // before any listing: a live leader can still fork
+	t.awaitReaper()
+	exited := t.rootGone() // before any listing: a live leader can still fork
 	cp, err := t.c.procs()
 	if err != nil {
 		return nil, err
@@ -281,6 +298,13 @@ func (t *Tree) kill(deadline time.Time) (Report, error) {
 	}
 	killed := map[int]bool{}
 	wasExited := t.leaderExited()
+	if t.tier != TierPgroup && t.hasReaper() && !t.rootGone() {
+		// The containment's blow kills the reaper too, and its orphans
+		// then come to this process: first freeze the containment and
+		// stop and record what lives under the reaper outside it.
+		_ = t.c.pause(true) // an error: the sweep below still stops them one by one
+		t.stopUnderReaper()
+	}
 	// 1. The containment's own blow (cgroup.kill, freezer loop); its list
 	// counts as killed.
 	// On an error the baseline below still runs: it can kill and reap
@@ -305,11 +329,35 @@ func (t *Tree) kill(deadline time.Time) (Report, error) {
 	esc, err := t.sweep(deadline, killed)
 	rep.Escapees = esc
 	rep.Processes = len(killed)
-	if wasExited {
+	if wasExited || t.hasReaper() { // the reaper is ours, not the command's
 		delete(killed, t.pid)
 		rep.Processes = len(killed)
 	}
 	return rep, errors.Join(cerr, err)
+}
+
+// stopUnderReaper stops every live process of the tree (scan, SIGSTOP the
+// new ones, scan again until none is new, eight rounds at most), so that
+// each is recorded as a member before the reaper dies.
+func (t *Tree) stopUnderReaper() {
+	stopped := map[int]bool{}
+	for round := 0; round < 8; round++ {
+		ps, err := t.scanTree()
+		if err != nil {
+			return // the sweep after the blow scans again
+		}
+		fresh := false
+		for _, p := range t.live(ps) {
+			if !stopped[p] {
+				stopped[p] = true
+				fresh = true
+				_ = unix.Kill(p, unix.SIGSTOP) // ESRCH: it died meanwhile
+			}
+		}
+		if !fresh {
+			return
+		}
+	}
 }
 
 func (t *Tree) waitContainment(deadline time.Time) error {
@@ -349,6 +397,12 @@ func (t *Tree) sweep(deadline time.Time, killed map[int]bool) (int, error) {
 		}
 		reaped := t.reapZombies(ps)
 		live := t.live(ps)
+		if len(live) == 0 && reaped == 0 && t.hasReaper() && !t.pidfdExited() {
+			// The reaper's main thread may be a zombie while its other
+			// threads still exit, and they hold its children until the
+			// last one is gone; then the children come to this process.
+			reaped = -1
+		}
 		if len(live) == 0 && reaped == 0 {
 			return escapees, nil
 		}
@@ -414,13 +468,14 @@ func (t *Tree) escaped(pid int, ps []proc) bool {
 // and marks the exit: Close killed the tree first.
 func (t *Tree) release() error {
 	ownChildren.Delete(t.pid)
+	t.shellStatus() // read it while the pipe is open: ShellExit works after Close
 	t.mu.Lock()
-	f, w := t.st.pidfd, t.st.watch
+	f, w, s := t.st.pidfd, t.st.watch, t.st.status
 	t.st.pidfd, t.st.watch = nil, nil
 	t.mu.Unlock()
 	defer t.markExited()
 	var errs []error
-	for _, c := range []*os.File{w, f} {
+	for _, c := range []*os.File{w, f, s} {
 		if c == nil {
 			continue
 		}

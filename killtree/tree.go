@@ -33,7 +33,8 @@ type Tree struct {
 	closed bool      // guarded by mu
 }
 
-// Pid returns the leader's process ID.
+// Pid returns the leader's process ID, which is also the tree's session
+// and process group ID: the shell's, or with Config.Reaper the reaper's.
 func (t *Tree) Pid() int { return t.pid }
 
 // Tier returns the tier that contains this tree.
@@ -55,7 +56,10 @@ func (t *Tree) Exited() <-chan struct{} {
 func (t *Tree) markExited() { t.exitedOnce.Do(func() { close(t.exited) }) }
 
 // liveMembers returns pids without duplicates and without the leader once
-// it has exited (an exited leader is an unreaped zombie, not a member).
+// it has exited (an exited leader is an unreaped zombie, not a member). A
+// reaper (Config.Reaper) counts as a member until it has reported the
+// shell's exit: it stands for the shell, whose zombie it may not have reaped
+// yet, so that a wait for the tree to empty also waits for that report.
 func (t *Tree) liveMembers(pids []int) []int {
 	if len(pids) == 0 {
 		return pids

@@ -301,6 +301,9 @@ func (p *proc) finish(end ending) Result {
 		Kill:       p.kill,
 	}
 	code, sig := exitStatus(p.cmd.ProcessState)
+	if c, s, ok := shellExit(p.tree); ok { // the leader was the shell's reaper
+		code, sig, werr = c, s, nil
+	}
 	switch {
 	case werr != nil && p.cmd.ProcessState == nil:
 		p.log.Warn().Err(werr).Msg("wait")

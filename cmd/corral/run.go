@@ -119,10 +119,12 @@ func (m *Main) run(ctx context.Context, args []string) error {
 		return m.invalid(f.json, &supervisor.RequestError{Reason: fmt.Sprintf("grace must be 0 or more seconds, got %g", f.grace)})
 	}
 	sup, err := supervisor.New(supervisor.Config{
-		DataDir:     f.dataDir,
-		Grace:       grace,
-		Containment: killtree.Config{Tier: killtree.Tier(f.containment)},
-		User:        f.runAs,
+		DataDir: f.dataDir,
+		Grace:   grace,
+		User:    f.runAs,
+		// One command, one tree, no other children: every orphan that
+		// reaches this process is the command's (killtree.Config.SoleTree).
+		Containment: killtree.Config{Tier: killtree.Tier(f.containment), SoleTree: true},
 	})
 	if err != nil {
 		return err

@@ -59,6 +59,7 @@ type serverFlags struct {
 	maxConcurrent  int
 	dataDir        string
 	containment    string
+	reaper         bool
 	grace          float64
 	logFormat      string
 	logLevel       string
@@ -81,6 +82,7 @@ func (m *Main) serverFlagSet(name, usageText string, f *serverFlags, network boo
 	fs.IntVar(&f.maxConcurrent, "max-concurrent", api.DefaultMaxConcurrent, "most commands running at once; more get RESOURCE_EXHAUSTED")
 	fs.StringVar(&f.dataDir, "data-dir", defaultDataDir(m.Getenv), "`directory` for spill files (default $CORRAL_DATA_DIR, else the XDG data directory + /corral)")
 	fs.StringVar(&f.containment, "containment", m.Getenv("CORRAL_CONTAINMENT"), "force a containment `tier`: cgroup2, cgroup1 or pgroup (default: the strongest that works; $CORRAL_CONTAINMENT)")
+	fs.BoolVar(&f.reaper, "reaper", false, "run every command under a reaper of its own, which catches the daemons that leave their session and environment on every tier (a Go runtime start per command)")
 	fs.Float64Var(&f.grace, "grace", supervisor.DefaultGrace.Seconds(), "`seconds` between SIGTERM and SIGKILL on the way down (0: SIGKILL at once)")
 	fs.StringVar(&f.logFormat, "log-format", "json", "log format on stderr: json or console")
 	fs.StringVar(&f.logLevel, "log-level", "info", "least log `level`: debug, info, warn or error")
@@ -125,7 +127,7 @@ func (m *Main) newServer(f serverFlags, token, hint string, log zerolog.Logger) 
 		Grace:       grace,
 		Scrub:       []string{tokenEnv},
 		User:        f.runAs,
-		Containment: killtree.Config{Tier: killtree.Tier(f.containment)},
+		Containment: killtree.Config{Tier: killtree.Tier(f.containment), Reaper: f.reaper},
 		Logger:      &supLog,
 		TimeoutHint: hint,
 	})
