@@ -25,6 +25,12 @@ const (
 	// drainWait is how long the drain may take to reach EOF after the tree
 	// was confirmed empty before the pipe-holder scan runs.
 	drainWait = 500 * time.Millisecond
+	// downLimit bounds the way down after the grace (the kill, the drain to
+	// EOF, the pipe-holder scan), whatever the command did: a Result is due
+	// at most timeout + grace + downLimit after the start, plus what the
+	// Result itself takes to make. killLimit is the kill's share of it.
+	downLimit = 1500 * time.Millisecond
+	killLimit = time.Second
 )
 
 // CaptureLimits is the capture ceiling per stream; zero fields take 512 KiB
