@@ -401,3 +401,62 @@ func waitDead(t *testing.T, s *started) {
 		time.Sleep(10 * time.Millisecond) // polling a condition
 	}
 }
+
+// nestedCrashScript makes a frozen cgroup inside the command's own leaf
+// (cgroup.freeze in cgroup2, freezer.state in cgroup1) holding a sleeper.
+func nestedCrashScript(tier Tier) string {
+	mnt := findMounts()
+	if tier == TierCgroup2 {
+		return `f=` + mnt.v2 + `$(sed -n 's/^0:://p' /proc/self/cgroup)/frz
+` + moveFreeze("cgroup.freeze", "1", "frozen 1") + `
+wait`
+	}
+	return `f=` + mnt.v1["freezer"] + `$(sed -n 's/^[0-9]*:freezer://p' /proc/self/cgroup)/frz
+` + moveFreeze("freezer.state", "FROZEN", "FROZEN") + `
+wait`
+}
+
+// TestCrashNestedFrozen: a supervisor SIGKILLed while its command holds a
+// frozen cgroup nested in its leaf. The watchdog, or without one the next
+// New's stale sweep, thaws and kills it and removes every cgroup, the
+// nested one first.
+func TestCrashNestedFrozen(t *testing.T) {
+	safety := proctest.Safe(t, safetyPids)
+	for _, tier := range []Tier{TierCgroup2, TierCgroup1} {
+		for _, mode := range []string{"hang", "hang-nowatchdog"} {
+			t.Run(string(tier)+"/"+mode, func(t *testing.T) {
+				if !tierWorks(safety.Name(), tier) {
+					t.Skipf("tier %s does not work here", tier)
+				}
+				entry, marker := proctest.Marker(t)
+				sup, wd := startHangingSupervisor(t, safety, mode, tier, entry, nestedCrashScript(tier), "2")
+				leaves := instanceLeaves(safety.Name())
+				var all []string
+				for _, l := range leaves {
+					all = append(all, subCgroups(l)...)
+				}
+				if len(all) == 0 {
+					t.Fatalf("no nested cgroup under %v", leaves)
+				}
+				all = append(all, leaves...)
+				if err := sup.Process.Kill(); err != nil {
+					t.Fatal(err)
+				}
+				_ = sup.Wait() // killed by the test
+				defer reapOrphans(t, wd)
+				if mode == "hang-nowatchdog" {
+					if len(proctest.Survivors(marker)) == 0 {
+						t.Fatal("control: nothing survived the crash without a watchdog")
+					}
+					m, err := New(Config{Tier: tier, CgroupParent: safety.Name()})
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer m.Close()
+				}
+				proctest.NoSurvivors(t, marker, time.Second)
+				waitGone(t, all, 2*time.Second)
+			})
+		}
+	}
+}
