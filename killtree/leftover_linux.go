@@ -153,3 +153,12 @@ func comm(pid int) string {
 	}
 	return strings.TrimSuffix(string(b), "\n")
 }
+
+// leftBehind reports whether a kill that gave up left pid (with this start
+// time) as a survivor.
+func (t *Tree) leftBehind(pid int, start uint64) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s, ok := t.st.left[pid]
+	return ok && s == start
+}

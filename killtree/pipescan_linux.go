@@ -63,7 +63,8 @@ func pipeHolders(links map[string]bool) ([]int, error) {
 // killPipeHolders SIGKILLs every holder of a watched pipe until a scan finds
 // none (a holder can fork between scan and kill) or deadline passes, then
 // reaps what it can. It returns how many holders it counted as escapees:
-// each process once over the tree's life. A holder that outlives its SIGKILL
+// each process once over the tree's life, and none that a Kill which gave
+// up left as a survivor (that Kill classified it). A holder that outlives its SIGKILL
 // has its frozen cgroups thawed where the tree may (thawFrozen); one still
 // there at the deadline is left for Survivors to name.
 func (t *Tree) killPipeHolders(pipes []int, deadline time.Time) (int, error) {
@@ -90,7 +91,8 @@ func (t *Tree) killPipeHolders(pipes []int, deadline time.Time) (int, error) {
 			if unix.Kill(p, unix.SIGKILL) != nil {
 				continue // ESRCH: gone meanwhile
 			}
-			if t.countEscapee(p, []proc{{pid: p, start: start}}) {
+			// A survivor of a Kill that gave up was classified by it.
+			if !t.leftBehind(p, start) && t.countEscapee(p, []proc{{pid: p, start: start}}) {
 				n++
 			}
 			if sigkilled[p] {

@@ -181,7 +181,7 @@ func (p *proc) supervise(ctx context.Context) ending {
 		p.kill.Lingering = max(p.kill.Lingering, report.Processes)
 	}
 	p.kill.Tier = string(report.Tier)
-	p.drainAll(end, down.Add(downLimit))
+	p.drainAll(end, down.Add(downLimit), err != nil)
 	return end
 }
 
@@ -229,7 +229,9 @@ func (p *proc) graceful(ctx context.Context) {
 // containment and the pipe-holder scan kills it. It stops trying at by: a
 // writer that cannot be killed is a survivor, and the drains are stopped.
 // Holders killed after the shell exited by itself were left running by it.
-func (p *proc) drainAll(end ending, by time.Time) {
+// After a kill that gave up (gaveUp) the survivors may hold the pipes: the
+// scan runs at once, and once even when by has passed.
+func (p *proc) drainAll(end ending, by time.Time, gaveUp bool) {
 	pending := p.pending
 	wait := func(d time.Duration) {
 		if pending == 0 {
@@ -249,12 +251,14 @@ func (p *proc) drainAll(end ending, by time.Time) {
 			}
 		}
 	}
-	wait(drainWait)
+	if !gaveUp {
+		wait(drainWait)
+	}
 	if pending == 0 {
 		p.log.Debug().Msg("pipes at EOF")
 	}
-	for round := 0; pending > 0 && round < 5 && time.Now().Before(by); round++ {
-		n, err := p.tree.KillPipeHoldersBy(by)
+	for round := 0; pending > 0 && round < 5 && (round == 0 || time.Now().Before(by)); round++ {
+		n, err := p.tree.KillPipeHoldersBy(time.Now().Add(scanLimit))
 		if err != nil {
 			p.log.Warn().Err(err).Msg("pipe-holder scan")
 		}
@@ -369,3 +373,4 @@ func (p *proc) logResult(res Result) {
 	}
 	ev.Msg("command")
 }
+

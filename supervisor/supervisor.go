@@ -29,8 +29,11 @@ const (
 	// EOF, the pipe-holder scan), whatever the command did: a Result is due
 	// at most timeout + grace + downLimit after the start, plus what the
 	// Result itself takes to make. killLimit is the kill's share of it.
-	downLimit = 1500 * time.Millisecond
-	killLimit = time.Second
+	downLimit = 1200 * time.Millisecond
+	killLimit = 800 * time.Millisecond
+	// scanLimit bounds one pipe-holder scan; one scan runs when the pipes
+	// stay open, even past downLimit.
+	scanLimit = 200 * time.Millisecond
 )
 
 // CaptureLimits is the capture ceiling per stream; zero fields take 512 KiB
