@@ -373,4 +373,3 @@ func (p *proc) logResult(res Result) {
 	}
 	ev.Msg("command")
 }
-
