@@ -282,3 +282,44 @@ func bystander(t *testing.T, dir string) string {
 	}
 	return dir
 }
+
+// TestRunFrozenShell: the shell itself moves into a freezer cgroup that
+// also holds a bystander and freezes it. The Result still comes within
+// timeout + grace + 2 s and names the shell as a survivor.
+func TestRunFrozenShell(t *testing.T) {
+	safety := proctest.Safe(t, 4096)
+	fz := safety.Dir("freezer")
+	if fz == "" {
+		t.Skip("no v1 freezer hierarchy")
+	}
+	const timeout, grace = time.Second, 300 * time.Millisecond
+	for _, tier := range tiers(t) {
+		t.Run(string(tier), func(t *testing.T) {
+			s := newSup(t, Config{Grace: grace, Containment: killtree.Config{Tier: tier, CgroupParent: safety.Name()}})
+			bys := bystander(t, filepath.Join(fz, "bystander-shell-"+string(tier)))
+			w := newWatcher(t)
+			cmd := `echo pid $$; echo $$ > ` + bys + `/cgroup.procs && echo FROZEN > ` + bys + `/freezer.state; echo thawed`
+			begin := time.Now()
+			res := run(t, s, Request{Command: cmd, Timeout: timeout, OnEvent: w.on})
+			took := time.Since(begin)
+			t.Logf("took %v; kill %+v; stderr %q", took, res.Kill, res.Stderr)
+			if bound := timeout + grace + 2*time.Second; took > bound {
+				t.Errorf("Result after %v, want ≤ %v", took, bound)
+			}
+			alive, _ := w.alive()
+			if len(alive) != 1 || res.Kill.Survivors != 1 {
+				t.Fatalf("alive %v, kill %+v; want the shell as the one survivor", alive, res.Kill)
+			}
+			if want := fmt.Sprintf("pid %d (bash)", alive[0]); !strings.Contains(res.Stderr, want) {
+				t.Errorf("stderr %q does not name %s", res.Stderr, want)
+			}
+			if !res.TimedOut || res.ExitCode != nil {
+				t.Errorf("timedOut %v exit %v", res.TimedOut, res.ExitCode)
+			}
+			if err := os.WriteFile(filepath.Join(bys, "freezer.state"), []byte("THAWED"), 0); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, func() bool { a, _ := w.alive(); return len(a) == 0 })
+		})
+	}
+}

@@ -3,6 +3,7 @@ package supervisor
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -282,13 +283,16 @@ func (p *proc) drainAll(end ending, by time.Time, gaveUp bool) {
 // finish reaps the shell, releases everything and builds the Result. The
 // result event is the last event the callback receives.
 func (p *proc) finish(end ending) Result {
-	werr := p.cmd.Wait()
+	werr := p.reap()
 	defer p.s.running.Add(-1)
 	if err := p.tree.Close(); err != nil {
 		p.log.Warn().Err(err).Msg("close containment")
 	}
 	alive := p.tree.Survivors()
 	p.kill.Survivors = len(alive)
+	// A survivor was counted among the members the way down signalled;
+	// it was not killed.
+	p.kill.Processes = max(0, p.kill.Processes-len(alive))
 	if p.stdinW != nil {
 		p.stdinW.Close()
 	}
@@ -329,6 +333,23 @@ func (p *proc) finish(end ending) Result {
 	}
 	p.logResult(res)
 	return res
+}
+
+// errShellAlive says the shell itself survived the way down; see reap.
+var errShellAlive = errors.New("supervisor: the shell survived the kill; not reaped")
+
+// reap waits for the shell, unless the way down left it alive (a root
+// command that froze itself where corral may not thaw it): waiting would
+// hold the Result for as long as it stays frozen. The Result then reports
+// the shell among the survivors, and its zombie, once it dies, is never
+// reaped.
+func (p *proc) reap() error {
+	for _, s := range p.tree.Survivors() {
+		if s.Pid == p.tree.Pid() {
+			return errShellAlive
+		}
+	}
+	return p.cmd.Wait()
 }
 
 // shape builds the model view of one stream, spilling the retained bytes
