@@ -49,6 +49,9 @@ type watcher struct {
 func newWatcher(t testing.TB) *watcher {
 	w := &watcher{t: t, fds: map[int]int{}}
 	t.Cleanup(func() {
+		if z := proctest.Zombies(os.Getpid()); len(z) > 0 {
+			t.Errorf("zombies left: %v", z)
+		}
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		for _, fd := range w.fds {
@@ -97,6 +100,20 @@ func (w *watcher) alive() ([]int, int) {
 		}
 	}
 	return out, len(w.fds)
+}
+
+// reapDead waits for every watched process to die (a survivor the test
+// thawed) and reaps its zombie: once the Result is made nothing reaps a
+// survivor that dies later, and the zombie would fail other tests' oracles.
+func (w *watcher) reapDead(t *testing.T) {
+	t.Helper()
+	waitFor(t, func() bool { a, _ := w.alive(); return len(a) == 0 })
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for pid := range w.fds {
+		var ws unix.WaitStatus
+		_, _ = unix.Wait4(pid, &ws, 0, nil) // ECHILD: someone else's child; not ours to reap
+	}
 }
 
 // TestRunFrozenChild: a root command that freezes a child of its own (in a
@@ -206,7 +223,7 @@ func TestRunFrozenSurvivor(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(bys, "freezer.state"), []byte("THAWED"), 0); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, func() bool { a, _ := w.alive(); return len(a) == 0 })
+			w.reapDead(t)
 		})
 	}
 }
@@ -319,7 +336,7 @@ func TestRunFrozenShell(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(bys, "freezer.state"), []byte("THAWED"), 0); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, func() bool { a, _ := w.alive(); return len(a) == 0 })
+			w.reapDead(t)
 		})
 	}
 }
