@@ -19,8 +19,14 @@ import (
 
 // subCgroups lists the cgroups nested in dir, parents before their children.
 // A cgroup removed meanwhile is simply not listed. The common leaf has none,
-// and costs one directory read.
+// and costs one stat: kernfs gives a directory 2 + its subdirectories as
+// link count (fs/kernfs/inode.c, kernfs_refresh_inode), so the directory is
+// read only when it has some.
 func subCgroups(dir string) []string {
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil || st.Nlink <= 2 {
+		return nil
+	}
 	var out []string
 	ents, err := os.ReadDir(dir)
 	if err != nil {
