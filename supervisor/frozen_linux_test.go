@@ -49,9 +49,13 @@ type watcher struct {
 func newWatcher(t testing.TB) *watcher {
 	w := &watcher{t: t, fds: map[int]int{}}
 	t.Cleanup(func() {
-		if z := proctest.Zombies(os.Getpid()); len(z) > 0 {
-			t.Errorf("zombies left: %v", z)
+		w.mu.Lock()
+		for _, z := range proctest.Zombies(os.Getpid()) {
+			if _, ok := w.fds[z.PID]; ok {
+				t.Errorf("watched process left a zombie: %v", z)
+			}
 		}
+		w.mu.Unlock()
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		for _, fd := range w.fds {
