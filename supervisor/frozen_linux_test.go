@@ -344,3 +344,28 @@ func TestRunFrozenShell(t *testing.T) {
 		})
 	}
 }
+
+// TestRunCancelDuringGrace: a caller that cancels while a timed-out
+// command's grace runs (what `corral run` does on SIGTERM) ends the grace
+// at once; the tree is killed and the Result comes without waiting it out.
+func TestRunCancelDuringGrace(t *testing.T) {
+	t.Parallel()
+	const timeout, grace = time.Second, 20 * time.Second
+	s := newSup(t, Config{Grace: grace})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	time.AfterFunc(timeout+500*time.Millisecond, cancel)
+	begin := time.Now()
+	res, err := s.Run(ctx, marked(t, Request{Command: "trap '' TERM; sleep 60", Timeout: timeout}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(begin)
+	t.Logf("took %v; kill %+v", took, res.Kill)
+	if took > timeout+500*time.Millisecond+2*time.Second {
+		t.Errorf("Result after %v: the grace (%v) was not cut short", took, grace)
+	}
+	if !res.TimedOut || res.Signal != "SIGKILL" || res.Kill.Survivors != 0 {
+		t.Errorf("timedOut %v signal %q kill %+v", res.TimedOut, res.Signal, res.Kill)
+	}
+}
