@@ -148,7 +148,9 @@ func (c *cgroup2) procs() ([]int, error) {
 // would not delay it, but dying tasks leave the list within milliseconds and
 // the count would be a fraction of the truth. cgroup.kill covers the
 // cgroups nested in the leaf; those that froze themselves are thawed after
-// it, so that their tasks also die of the SIGTERM a later Terminate sends.
+// it. A frozen v2 task dies of SIGKILL anyway (cgroup-v2.rst,
+// cgroup.freeze), so this only keeps the rule of every tier: what the tree
+// froze is thawed on its way down.
 func (c *cgroup2) kill(time.Time) ([]int, error) {
 	pids, err := c.procs()
 	if err != nil {

@@ -182,7 +182,8 @@ func (t *Tree) KillBy(deadline time.Time) (Report, error) {
 // Survivors lists the processes of the tree that a Kill, KillBy or
 // KillPipeHolders call could not end and that are still alive now (same PID
 // and start time), sorted by PID; nil when every kill confirmed its work.
-// It reads nothing when there is nothing to check.
+// On Linux it reads nothing when there is nothing to check; on Windows it
+// lists the job's processes until a kill confirmed the job empty.
 func (t *Tree) Survivors() []Process {
 	return t.survivors()
 }
