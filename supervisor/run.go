@@ -285,10 +285,14 @@ func (p *proc) drainAll(end ending, by time.Time, gaveUp bool) {
 func (p *proc) finish(end ending) Result {
 	werr := p.reap()
 	defer p.s.running.Add(-1)
-	if err := p.tree.Close(); err != nil {
-		p.log.Warn().Err(err).Msg("close containment")
-	}
 	alive := p.tree.Survivors()
+	if len(alive) == 0 {
+		if err := p.tree.Close(); err != nil {
+			p.log.Warn().Err(err).Msg("close containment")
+		}
+	} else {
+		p.s.finishLater(p.tree, p.log)
+	}
 	p.kill.Survivors = len(alive)
 	// A survivor was counted among the members the way down signalled;
 	// it was not killed.
@@ -333,6 +337,23 @@ func (p *proc) finish(end ending) Result {
 	}
 	p.logResult(res)
 	return res
+}
+
+// finishLater goes on killing a tree whose way down gave up, in the
+// background, with killtree's own deadline (30 s), and then closes it: the
+// Result does not wait, but what can still be killed (a tree too large for
+// the bounded way down, a survivor thawed meanwhile) is. Close waits for it.
+func (s *Supervisor) finishLater(tree *killtree.Tree, log zerolog.Logger) {
+	s.later.Add(1)
+	go func() {
+		defer s.later.Done()
+		if _, err := tree.Kill(); err != nil {
+			log.Warn().Err(err).Msg("background kill")
+		}
+		if err := tree.Close(); err != nil {
+			log.Warn().Err(err).Msg("close containment")
+		}
+	}()
 }
 
 // errShellAlive says the shell itself survived the way down; see reap.

@@ -117,6 +117,8 @@ type Supervisor struct {
 	// watcher and the background pump from the start), as when no pidfd or
 	// eventfd can be had. Set by tests only, before the first Run.
 	noPollLoop bool
+
+	later sync.WaitGroup // background kills of trees whose way down gave up (finishLater)
 }
 
 // Stats are running totals since New, for metrics. Safe for concurrent use.
@@ -196,11 +198,14 @@ func (s *Supervisor) Spills() *spill.Store { return s.spills }
 
 // Close kills every background job and every tree still running, and
 // releases the containment machinery. Runs in progress return as aborted or
-// fail. Idempotent.
+// fail. It waits for the background kills of trees whose way down left
+// survivors (at most 30 s each). Idempotent.
 func (s *Supervisor) Close() error {
 	s.closing.Store(true)
 	s.jobs.closeAll()
+	s.later.Wait()
 	err := s.trees.Close()
+	s.later.Wait() // Runs that trees.Close ended
 	// No start is using the descriptor once the lock is ours: closed
 	// under a fork in progress, its number could be reused by another
 	// open and reach that child as its stdin.
