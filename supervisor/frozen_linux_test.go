@@ -144,7 +144,7 @@ func TestRunFrozenChild(t *testing.T) {
 		// A frozen v2 cgroup nested in the command's leaf.
 		{"nested-v2", killtree.TierCgroup2, freezeChild(v2Root+`$(sed -n 's/^0:://p' /proc/self/cgroup)/frz`, true)},
 	}
-	const timeout, grace = time.Second, 300 * time.Millisecond
+	const timeout, grace = 3 * time.Second, 300 * time.Millisecond // the timeout leaves the script time to freeze under load
 	for _, tier := range tiers(t) {
 		s := newSup(t, Config{Grace: grace, Containment: killtree.Config{Tier: tier, CgroupParent: safety.Name()}})
 		for _, c := range cases {
@@ -186,7 +186,7 @@ func TestRunFrozenSurvivor(t *testing.T) {
 	if fz == "" {
 		t.Skip("no v1 freezer hierarchy")
 	}
-	const timeout, grace = time.Second, 300 * time.Millisecond
+	const timeout, grace = 3 * time.Second, 300 * time.Millisecond // the timeout leaves the script time to freeze under load
 	for _, tier := range tiers(t) {
 		t.Run(string(tier), func(t *testing.T) {
 			s := newSup(t, Config{Grace: grace, Containment: killtree.Config{Tier: tier, CgroupParent: safety.Name()}})
@@ -313,7 +313,7 @@ func TestRunFrozenShell(t *testing.T) {
 	if fz == "" {
 		t.Skip("no v1 freezer hierarchy")
 	}
-	const timeout, grace = time.Second, 300 * time.Millisecond
+	const timeout, grace = 3 * time.Second, 300 * time.Millisecond // the timeout leaves the script time to freeze under load
 	for _, tier := range tiers(t) {
 		t.Run(string(tier), func(t *testing.T) {
 			s := newSup(t, Config{Grace: grace, Containment: killtree.Config{Tier: tier, CgroupParent: safety.Name()}})
