@@ -32,8 +32,20 @@
 //     before any sweep saw it, is not attributed: Kill neither kills nor
 //     counts it, and only the pipe-holder scan finds it if it holds the
 //     output pipes.
+//   - Tree.KillBy is Kill with a deadline: past it, it returns an error
+//     wrapping ErrNotEmpty and a Report whose Survivors and Alive name what
+//     of the tree still lives (Tree.Survivors checks them again later). A
+//     member that outlives its SIGKILL has the frozen cgroups holding it
+//     thawed (v1 freezer.state, v2 cgroup.freeze) when they are the tree's
+//     own: nested in its containment, or holding only its processes. A
+//     cgroup that also holds other processes stays frozen, and the member
+//     in it is a survivor.
+//   - A containment covers the cgroups a root command nests in its leaf:
+//     their processes are members, and Close, the watchdog and the stale
+//     sweep remove them, children first, after killing what they hold.
 //   - Tree.KillPipeHolders is the last resort: whoever still holds a write
-//     end of the command's output pipes is killed and counted as an escapee.
+//     end of the command's output pipes is killed and counted as an escapee
+//     (each process once over the tree's life).
 //   - A supervisor that dies, even by SIGKILL, leaves no process of a running
 //     command alive for long: on Linux a watchdog process kills every
 //     containment of the instance, and every process carrying one of its

@@ -123,11 +123,28 @@ type Report struct {
 	// count them (the members seen just before or during the kill).
 	Processes int
 	// Escapees is how many of them had left the tier's scope (its cgroup or
-	// process group) and were caught by the baseline sweep.
+	// process group) and were caught by the baseline sweep. A process is
+	// counted once over the tree's life, by the first Kill or
+	// KillPipeHolders call that met it.
 	Escapees int
+	// Survivors is how many processes of the tree were still alive when
+	// Kill gave up (it then returns an error wrapping ErrNotEmpty): a
+	// process in uninterruptible sleep, or frozen in a cgroup Kill may not
+	// thaw (see doc.go). 0 when the tree was confirmed empty.
+	Survivors int
+	// Alive names the survivors, sorted by PID.
+	Alive []Process
 	// Duration is the time from the call to the confirmation that the tree
-	// is empty.
+	// is empty (or to giving up).
 	Duration time.Duration
+}
+
+// Process names one process of a tree.
+type Process struct {
+	// Pid is its process ID.
+	Pid int
+	// Comm is its command name (/proc/<pid>/comm on Linux), or "?".
+	Comm string
 }
 
 // TierStatus is one line of Doctor's report.
@@ -345,8 +362,9 @@ type containment interface {
 	// the tier has no membership list of its own, as for pgroup).
 	procs() ([]int, error)
 	// kill kills every process in the containment and returns the ones it
-	// saw; it does not wait beyond what the mechanism needs.
-	kill() ([]int, error)
+	// saw; it does not wait beyond what the mechanism needs, nor past
+	// deadline.
+	kill(deadline time.Time) ([]int, error)
 	// waitEmpty waits until the containment holds no live process, or
 	// returns ctx.Err(); tiers without a list return nil at once.
 	waitEmpty(ctx context.Context) error

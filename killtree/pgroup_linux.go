@@ -64,6 +64,12 @@ type treeState struct {
 	awaited    bool // awaitReaper waited once
 	ws         unix.WaitStatus
 	wsOK       bool
+	// escaped holds the processes (pid -> start time) counted as escapees,
+	// so that one process is counted once however many passes meet it.
+	escaped map[int]uint64
+	// left holds the processes (pid -> start time) a kill could not end
+	// by its deadline; Survivors checks which of them still live.
+	left map[int]uint64
 	// gone records that a scan begun after the leader's exit found no live
 	// member (and, on the cgroup tiers, an empty cgroup and nothing that
 	// left it) and no zombie of ours to reap. That state is final (only a
@@ -309,7 +315,7 @@ func (t *Tree) kill(deadline time.Time) (Report, error) {
 	// counts as killed.
 	// On an error the baseline below still runs: it can kill and reap
 	// what the containment could not.
-	pids, cerr := t.c.kill()
+	pids, cerr := t.c.kill(deadline)
 	t.mu.Lock()
 	for _, p := range pids {
 		killed[p] = true
@@ -326,12 +332,17 @@ func (t *Tree) kill(deadline time.Time) (Report, error) {
 		cerr = t.waitContainment(deadline)
 	}
 	// 4. Sweeps until no live process and no reapable zombie is left.
-	esc, err := t.sweep(deadline, killed)
+	esc, live, err := t.sweep(deadline, killed)
 	rep.Escapees = esc
 	rep.Processes = len(killed)
 	if wasExited || t.hasReaper() { // the reaper is ours, not the command's
 		delete(killed, t.pid)
 		rep.Processes = len(killed)
+	}
+	// 5. Past the deadline: whatever of the tree still lives is named.
+	if cerr != nil || err != nil {
+		rep.Alive = t.leftovers(live)
+		rep.Survivors = len(rep.Alive)
 	}
 	return rep, errors.Join(cerr, err)
 }
@@ -360,13 +371,14 @@ func (t *Tree) stopUnderReaper() {
 	}
 }
 
+// waitContainment waits for the containment to empty after its kill. A
+// member still there after a short wait outlived its SIGKILL: frozen (its
+// cgroup is thawed where the tree may, see thawFrozen) or held in the kernel.
+// It is killed again, with waits doubling up to a second, until deadline.
 func (t *Tree) waitContainment(deadline time.Time) error {
+	step := 100 * time.Millisecond
 	for {
-		until := time.Now().Add(2 * time.Second)
-		if deadline.Before(until) {
-			until = deadline
-		}
-		ctx, cancel := contextUntil(until)
+		ctx, cancel := contextUntil(earliest(time.Now().Add(step), deadline))
 		err := t.c.waitEmpty(ctx)
 		cancel()
 		if err == nil {
@@ -375,25 +387,33 @@ func (t *Tree) waitContainment(deadline time.Time) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("killtree: containment of %d: %w", t.pid, ErrNotEmpty)
 		}
-		if _, err := t.c.kill(); err != nil { // kill again: something survived 2 s
+		if pids, err := t.c.procs(); err == nil {
+			t.thawFrozen(pids)
+		}
+		if _, err := t.c.kill(deadline); err != nil { // kill again: something survived
 			return err
 		}
+		step = min(2*step, time.Second)
 	}
 }
 
 // sweep is the baseline: per round one /proc pass; new live members are
 // stopped and the pass repeated (so children forked meanwhile are seen), then
-// every live member is SIGKILLed; attributable zombies are reaped. It returns
-// how many processes outside the tier's scope it killed.
-func (t *Tree) sweep(deadline time.Time, killed map[int]bool) (int, error) {
+// every live member is SIGKILLed; attributable zombies are reaped. A member
+// that outlives its SIGKILL has its frozen cgroups thawed where the tree may
+// (thawFrozen). It returns how many processes outside the tier's scope it
+// killed, counting each process once over the tree's life, and, past
+// deadline, the members still alive.
+func (t *Tree) sweep(deadline time.Time, killed map[int]bool) (int, []int, error) {
 	stopped := map[int]bool{}
+	sigkilled := map[int]bool{}
 	escapees := 0
 	stopRounds := 0
 	backoff := 200 * time.Microsecond
 	for {
 		ps, err := t.scanTree()
 		if err != nil {
-			return escapees, err
+			return escapees, nil, err
 		}
 		reaped := t.reapZombies(ps)
 		live := t.live(ps)
@@ -404,11 +424,11 @@ func (t *Tree) sweep(deadline time.Time, killed map[int]bool) (int, error) {
 			reaped = -1
 		}
 		if len(live) == 0 && reaped == 0 {
-			return escapees, nil
+			return escapees, nil, nil
 		}
 		if len(live) == 0 && reaped < 0 {
 			if time.Now().After(deadline) {
-				return escapees, fmt.Errorf("killtree: zombies of %d not reapable: %w", t.pid, ErrNotEmpty)
+				return escapees, nil, fmt.Errorf("killtree: zombies of %d not reapable: %w", t.pid, ErrNotEmpty)
 			}
 			time.Sleep(backoff) // a zombie not yet waitable; not synchronisation
 			continue
@@ -427,20 +447,29 @@ func (t *Tree) sweep(deadline time.Time, killed map[int]bool) (int, error) {
 		}
 		// Count before killing: the group kill below can make a member
 		// vanish before its own SIGKILL, which then returns ESRCH.
+		inC := t.containmentSet()
 		for _, p := range live {
 			if !killed[p] {
 				killed[p] = true
-				if t.escaped(p, ps) {
+				if t.escaped(p, ps, inC) && t.countEscapee(p, ps) {
 					escapees++
 				}
 			}
 		}
 		_ = t.signalGroup(unix.SIGKILL) // ESRCH: empty group
+		var stuck []int
 		for _, p := range live {
 			_ = unix.Kill(p, unix.SIGKILL) // ESRCH: the group kill got it first
+			if sigkilled[p] {
+				stuck = append(stuck, p)
+			}
+			sigkilled[p] = true
+		}
+		if len(stuck) > 0 {
+			t.thawFrozen(stuck) // after the signal: a thawed task dies before it runs
 		}
 		if time.Now().After(deadline) {
-			return escapees, fmt.Errorf("killtree: %d processes of %d still alive: %w", len(live), t.pid, ErrNotEmpty)
+			return escapees, live, fmt.Errorf("killtree: %d processes of %d still alive: %w", len(live), t.pid, ErrNotEmpty)
 		}
 		if len(live) > 0 {
 			time.Sleep(backoff) // let SIGKILL land before the next pass; not synchronisation
@@ -450,11 +479,12 @@ func (t *Tree) sweep(deadline time.Time, killed map[int]bool) (int, error) {
 }
 
 // escaped reports whether p was outside the tier's scope: for the cgroup
-// tiers every process still alive after the cgroup emptied; for pgroup every
-// process outside the leader's group.
-func (t *Tree) escaped(pid int, ps []proc) bool {
+// tiers every process not in the containment (inC, its processes when the
+// pass began; a member frozen there outlives the cgroup's kill without
+// having left it); for pgroup every process outside the leader's group.
+func (t *Tree) escaped(pid int, ps []proc, inC map[int]bool) bool {
 	if t.tier != TierPgroup {
-		return true
+		return !inC[pid]
 	}
 	for _, p := range ps {
 		if p.pid == pid {

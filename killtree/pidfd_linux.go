@@ -49,6 +49,8 @@ func (t *Tree) afterStart() error {
 	t.st.seen = map[int]uint64{}
 	t.st.groups = map[int]bool{}
 	t.st.dead = map[int]bool{}
+	t.st.escaped = map[int]uint64{}
+	t.st.left = map[int]uint64{}
 	if cg, ok := t.c.(interface{ leafSuffix() string }); ok {
 		t.st.cgLeaf = cg.leafSuffix()
 	}

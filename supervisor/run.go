@@ -179,21 +179,32 @@ func (p *proc) supervise(ctx context.Context) ending {
 		p.kill.Processes, _ = p.tree.Members()
 		p.log.Debug().Int("members", p.kill.Processes).Int("lingering", p.kill.Lingering).Msg("way down")
 		if end != endAborted || !errors.Is(context.Cause(ctx), ErrClientGone) {
-			p.graceful()
+			p.graceful(ctx)
 		}
 	}
-	report, err := p.tree.Kill()
+	// From here the way down is bounded whatever the command did (froze
+	// its processes, sleeps in the kernel): what outlives it is reported
+	// as a survivor, not waited for.
+	down := time.Now()
+	report, err := p.tree.KillBy(down.Add(killLimit))
 	if err != nil {
-		p.log.Warn().Err(err).Msg("kill")
+		p.log.Warn().Err(err).Int("survivors", report.Survivors).Msg("kill")
+	} else {
+		p.log.Debug().Int("killed", report.Processes).Int("escapees", report.Escapees).
+			Dur("took", report.Duration).Msg("tree confirmed empty")
 	}
-	p.log.Debug().Int("killed", report.Processes).Int("escapees", report.Escapees).
-		Dur("took", report.Duration).Msg("tree confirmed empty")
 	if report.Processes > 0 {
 		p.sent = "SIGKILL"
 	}
 	p.kill.Processes = max(p.kill.Processes, report.Processes)
+	p.kill.Escapees += report.Escapees
+	if end == endExited {
+		// The shell had exited by itself: whatever was killed after it,
+		// in the containment or out of it, was left running behind it.
+		p.kill.Lingering = max(p.kill.Lingering, report.Processes)
+	}
 	p.kill.Tier = string(report.Tier)
-	p.drainAll()
+	p.drainAll(end, down.Add(downLimit), err != nil)
 	return end
 }
 
@@ -216,8 +227,10 @@ func (p *proc) selectEnd(ctx context.Context, deadline time.Time) ending {
 }
 
 // graceful is the first phase of the way down: SIGTERM to every member and
-// a grace period that ends as soon as the tree is empty.
-func (p *proc) graceful() {
+// a grace period that ends as soon as the tree is empty, or as soon as ctx
+// is cancelled if it was not yet (a timed-out command whose caller gives
+// up, or a CLI that gets SIGTERM, goes straight to the kill).
+func (p *proc) graceful(ctx context.Context) {
 	if p.s.grace <= 0 {
 		return
 	}
@@ -225,7 +238,10 @@ func (p *proc) graceful() {
 		return
 	}
 	p.sent = "SIGTERM"
-	gctx, cancel := context.WithTimeout(context.Background(), p.s.grace)
+	if ctx.Err() != nil {
+		ctx = context.Background() // an abort: the grace is the abort's own
+	}
+	gctx, cancel := context.WithTimeout(ctx, p.s.grace)
 	defer cancel()
 	err := p.tree.WaitEmpty(gctx)
 	p.log.Debug().Bool("emptied", err == nil).Msg("grace over")
@@ -233,14 +249,18 @@ func (p *proc) graceful() {
 
 // drainAll waits for both pipes to reach EOF. EOF proves that no writer is
 // left; when it does not come, whoever still holds a write end escaped the
-// containment and the pipe-holder scan kills it.
-func (p *proc) drainAll() {
+// containment and the pipe-holder scan kills it. It stops trying at by: a
+// writer that cannot be killed is a survivor, and the drains are stopped.
+// Holders killed after the shell exited by itself were left running by it.
+// After a kill that gave up (gaveUp) the survivors may hold the pipes: the
+// scan runs at once, and once even when by has passed.
+func (p *proc) drainAll(end ending, by time.Time, gaveUp bool) {
 	pending := p.pending
 	wait := func(d time.Duration) {
 		if pending == 0 {
 			return
 		}
-		t := time.NewTimer(d)
+		t := time.NewTimer(max(0, min(d, time.Until(by))))
 		defer t.Stop()
 		for pending > 0 {
 			select {
@@ -254,17 +274,22 @@ func (p *proc) drainAll() {
 			}
 		}
 	}
-	wait(drainWait)
+	if !gaveUp {
+		wait(drainWait)
+	}
 	if pending == 0 {
 		p.log.Debug().Msg("pipes at EOF")
 	}
-	for round := 0; pending > 0 && round < 5; round++ {
-		n, err := p.tree.KillPipeHolders()
+	for round := 0; pending > 0 && round < 5 && (round == 0 || time.Now().Before(by)); round++ {
+		n, err := p.tree.KillPipeHoldersBy(time.Now().Add(scanLimit))
 		if err != nil {
 			p.log.Warn().Err(err).Msg("pipe-holder scan")
 		}
 		p.kill.Escapees += n
 		p.kill.Processes += n
+		if end == endExited {
+			p.kill.Lingering += n
+		}
 		p.log.Warn().Int("escapees", n).Msg("pipes still open after the kill")
 		wait(drainWait)
 	}
@@ -280,11 +305,20 @@ func (p *proc) drainAll() {
 // finish reaps the shell, releases everything and builds the Result. The
 // result event is the last event the callback receives.
 func (p *proc) finish(end ending) Result {
-	werr := p.cmd.Wait()
+	werr := p.reap()
 	defer p.s.running.Add(-1)
-	if err := p.tree.Close(); err != nil {
-		p.log.Warn().Err(err).Msg("close containment")
+	alive := p.tree.Survivors()
+	if len(alive) == 0 {
+		if err := p.tree.Close(); err != nil {
+			p.log.Warn().Err(err).Msg("close containment")
+		}
+	} else {
+		p.s.finishLater(p.tree, p.log)
 	}
+	p.kill.Survivors = len(alive)
+	// A survivor was counted among the members the way down signalled;
+	// it was not killed.
+	p.kill.Processes = max(0, p.kill.Processes-len(alive))
 	if p.stdinW != nil {
 		p.stdinW.Close()
 	}
@@ -319,7 +353,7 @@ func (p *proc) finish(end ending) Result {
 	}
 	res.Stdout, res.StdoutInfo = p.shape(p.out, "stdout")
 	res.Stderr, res.StderrInfo = p.shape(p.err, "stderr")
-	res.Stderr = withNote(res.Stderr, p.s.note(end, p.v, p.kill))
+	res.Stderr = withNote(res.Stderr, p.s.note(end, p.v, p.kill, alive))
 	res.Truncated = res.StdoutInfo.Truncated || res.StderrInfo.Truncated
 
 	if p.v.OnEvent != nil {
@@ -328,6 +362,40 @@ func (p *proc) finish(end ending) Result {
 	}
 	p.logResult(res)
 	return res
+}
+
+// finishLater goes on killing a tree whose way down gave up, in the
+// background, with killtree's own deadline (30 s), and then closes it: the
+// Result does not wait, but what can still be killed (a tree too large for
+// the bounded way down, a survivor thawed meanwhile) is. Close waits for it.
+func (s *Supervisor) finishLater(tree *killtree.Tree, log zerolog.Logger) {
+	s.later.Add(1)
+	go func() {
+		defer s.later.Done()
+		if _, err := tree.Kill(); err != nil {
+			log.Warn().Err(err).Msg("background kill")
+		}
+		if err := tree.Close(); err != nil {
+			log.Warn().Err(err).Msg("close containment")
+		}
+	}()
+}
+
+// errShellAlive says the shell itself survived the way down; see reap.
+var errShellAlive = errors.New("supervisor: the shell survived the kill; not reaped")
+
+// reap waits for the shell, unless the way down left it alive (a root
+// command that froze itself where corral may not thaw it): waiting would
+// hold the Result for as long as it stays frozen. The Result then reports
+// the shell among the survivors, and its zombie, once it dies, is never
+// reaped.
+func (p *proc) reap() error {
+	for _, s := range p.tree.Survivors() {
+		if s.Pid == p.tree.Pid() {
+			return errShellAlive
+		}
+	}
+	return p.cmd.Wait()
 }
 
 // shape builds the model view of one stream, spilling the retained bytes
@@ -363,7 +431,8 @@ func (p *proc) logResult(res Result) {
 		Str("tier", res.Kill.Tier).
 		Int("killed", res.Kill.Processes).
 		Int("lingering", res.Kill.Lingering).
-		Int("escapees", res.Kill.Escapees)
+		Int("escapees", res.Kill.Escapees).
+		Int("survivors", res.Kill.Survivors)
 	if res.ExitCode != nil {
 		ev = ev.Int("exit", *res.ExitCode)
 	} else {

@@ -25,6 +25,15 @@ const (
 	// drainWait is how long the drain may take to reach EOF after the tree
 	// was confirmed empty before the pipe-holder scan runs.
 	drainWait = 500 * time.Millisecond
+	// downLimit bounds the way down after the grace (the kill, the drain to
+	// EOF, the pipe-holder scan), whatever the command did: a Result is due
+	// at most timeout + grace + downLimit after the start, plus what the
+	// Result itself takes to make. killLimit is the kill's share of it.
+	downLimit = 1200 * time.Millisecond
+	killLimit = 800 * time.Millisecond
+	// scanLimit bounds one pipe-holder scan; one scan runs when the pipes
+	// stay open, even past downLimit.
+	scanLimit = 200 * time.Millisecond
 )
 
 // CaptureLimits is the capture ceiling per stream; zero fields take 512 KiB
@@ -125,6 +134,8 @@ type Supervisor struct {
 	// watcher and the background pump from the start), as when no pidfd or
 	// eventfd can be had. Set by tests only, before the first Run.
 	noPollLoop bool
+
+	later sync.WaitGroup // background kills of trees whose way down gave up (finishLater)
 }
 
 // Stats are running totals since New, for metrics. Safe for concurrent use.
@@ -227,11 +238,14 @@ func (s *Supervisor) Spills() *spill.Store { return s.spills }
 
 // Close kills every background job and every tree still running, and
 // releases the containment machinery. Runs in progress return as aborted or
-// fail. Idempotent.
+// fail. It waits for the background kills of trees whose way down left
+// survivors (at most 30 s each). Idempotent.
 func (s *Supervisor) Close() error {
 	s.closing.Store(true)
 	s.jobs.closeAll()
+	s.later.Wait()
 	err := s.trees.Close()
+	s.later.Wait() // Runs that trees.Close ended
 	// No start is using the descriptor once the lock is ours: closed
 	// under a fork in progress, its number could be reused by another
 	// open and reach that child as its stdin.
