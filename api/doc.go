@@ -29,16 +29,22 @@
 //     command, a bad session or label are 400 INVALID_ARGUMENT and nothing
 //     runs.
 //   - Auth: with Config.Token, every request but /healthz needs
-//     "Authorization: Bearer <token>", compared in constant time; else 401.
+//     "Authorization: Bearer <token>" (the scheme in any case), compared in
+//     constant time; else 401 with WWW-Authenticate, and the connection is
+//     closed.
 //   - Limits: at most Config.MaxConcurrent commands run at once over HTTP
 //     and MCP together; one more is refused at once with 429
-//     RESOURCE_EXHAUSTED.
+//     RESOURCE_EXHAUSTED. A request body has Config.BodyTimeout to arrive
+//     (else 408); LimitListener caps the open connections (one more gets 503
+//     UNAVAILABLE with Retry-After). After Shutdown, commands and jobs get
+//     503 UNAVAILABLE.
 //   - Lifetime: a command lives no longer than its request. A client that
 //     goes away, stops reading a stream for 30 s or cancels an MCP call
 //     aborts the command and its tree is killed; Shutdown aborts them all.
 //     A background job lives until it exits, is killed, or reaches its
 //     lifetime (30 min by default, 1 s–24 h); Shutdown kills every job.
-//     Unknown job IDs are 404 NOT_FOUND; at most 32 jobs run at once (429).
+//     Unknown job IDs are 404 NOT_FOUND, and so are forgotten ones (their
+//     message says the job expired); at most 32 jobs run at once (429).
 //     A wait that reaches its deadline is 408 with code RESOURCE_EXHAUSTED.
 //   - Reading back: read and grep reach only regular files inside the data
 //     directory after resolving symlinks (spill.Store.Resolve); anything else
