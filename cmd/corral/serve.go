@@ -37,8 +37,8 @@ without a token is refused. SIGTERM or SIGINT stops accepting, aborts the
 running commands and kills every background job (their trees are killed)
 and exits 0.
 
-Connections: at most --max-connections are open at once (one more is
-answered 503 UNAVAILABLE with Retry-After: 1 and closed); a connection gets
+Connections: at most --max-connections are open at once (the request of
+one more is answered 503 UNAVAILABLE with Retry-After: 1); a connection gets
 10 s to send a request's headers, --body-timeout for its body, and
 --idle-timeout between requests; a 401 closes it. Exited background jobs
 stay readable for 10 minutes, at most --max-retained-jobs of them and
@@ -84,7 +84,7 @@ func (m *Main) serverFlagSet(name, usageText string, f *serverFlags, network boo
 	if network {
 		fs.StringVar(&f.listen, "listen", "127.0.0.1:7823", "`address` to listen on: host:port, or unix:/path/to.sock (mode 0600)")
 		fs.StringVar(&f.token, "token", "", "bearer `token` required on every request but /healthz (default $CORRAL_TOKEN)")
-		fs.IntVar(&f.maxConnections, "max-connections", api.DefaultMaxConnections, "most connections open at once; one more is answered 503 UNAVAILABLE with Retry-After and closed")
+		fs.IntVar(&f.maxConnections, "max-connections", api.DefaultMaxConnections, "most connections open at once; the request of one more is answered 503 UNAVAILABLE with Retry-After")
 		fs.Float64Var(&f.idleTimeout, "idle-timeout", api.DefaultIdleTimeout.Seconds(), "`seconds` a keep-alive connection may sit idle between requests")
 		fs.Float64Var(&f.bodyTimeout, "body-timeout", api.DefaultBodyTimeout.Seconds(), "`seconds` a request body may take to arrive (else 408)")
 	}
