@@ -188,8 +188,8 @@ func readHeaders(c net.Conn) bool {
 
 // refusal builds the 503 response of a full listener.
 func refusal(max int) []byte {
-	body, _ := json.Marshal(NewErrorBody(fmt.Errorf("%w: the server has %d connections open, the most it allows; retry later",
-		ErrUnavailable, max)))
+	body, _ := json.Marshal(ErrorBody{Error: ErrorDetail{Code: CodeUnavailable,
+		Message: fmt.Sprintf("the server has %d connections open, the most it allows; retry later", max)}})
 	body = append(body, '\n')
 	head := "HTTP/1.1 503 Service Unavailable\r\n" +
 		"Content-Type: application/json\r\n" +
