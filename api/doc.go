@@ -42,10 +42,15 @@
 //     browser guard refuses cross-origin and DNS-rebound requests with 403
 //     PERMISSION_DENIED.
 //   - Auth: with Config.Token, every request but /healthz needs
-//     "Authorization: Bearer <token>", compared in constant time; else 401.
+//     "Authorization: Bearer <token>" (the scheme in any case), compared in
+//     constant time; else 401 with WWW-Authenticate, and the connection is
+//     closed.
 //   - Limits: at most Config.MaxConcurrent commands run at once over HTTP
 //     and MCP together; one more is refused at once with 429
-//     RESOURCE_EXHAUSTED.
+//     RESOURCE_EXHAUSTED. A request body has Config.BodyTimeout to arrive
+//     (else 408); LimitListener caps the open connections (one more gets 503
+//     UNAVAILABLE with Retry-After). After Shutdown, commands and jobs get
+//     503 UNAVAILABLE.
 //   - Lifetime: a command lives no longer than its request. A client that
 //     goes away (an HTTP request or an MCP tools/call POST closed) or stops
 //     reading a stream for 30 s aborts the command and its tree is
@@ -54,7 +59,8 @@
 //     Shutdown aborts them all and ends the MCP sessions.
 //     A background job lives until it exits, is killed, or reaches its
 //     lifetime (30 min by default, 1 s–24 h); Shutdown kills every job.
-//     Unknown job IDs are 404 NOT_FOUND; at most 32 jobs run at once (429).
+//     Unknown job IDs are 404 NOT_FOUND, and so are forgotten ones (their
+//     message says the job expired); at most 32 jobs run at once (429).
 //     A wait that reaches its deadline is 408 DEADLINE_EXCEEDED. After
 //     Shutdown, new commands and jobs are 503 UNAVAILABLE.
 //   - Reading back: read and grep reach only regular files under

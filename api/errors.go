@@ -41,8 +41,13 @@ var (
 	// ErrBusy means every command slot is taken: RESOURCE_EXHAUSTED with
 	// HTTP status 429 and Retry-After.
 	ErrBusy = errors.New("api: resource exhausted")
-	// ErrUnavailable means the server is shutting down: UNAVAILABLE.
+	// ErrUnavailable means the server is shutting down, or (from
+	// LimitListener) has as many connections open as it allows:
+	// UNAVAILABLE with HTTP status 503 and Retry-After.
 	ErrUnavailable = errors.New("api: unavailable")
+	// ErrBodyTimeout is a request body that did not arrive within
+	// Config.BodyTimeout: DEADLINE_EXCEEDED (408).
+	ErrBodyTimeout = errors.New("api: request body timeout")
 )
 
 // wireError is an error whose client-facing message is composed where it
@@ -92,7 +97,7 @@ func Code(err error) string {
 		return CodeInvalidArgument
 	case errors.Is(err, spill.ErrNotFound), errors.Is(err, supervisor.ErrNotFound):
 		return CodeNotFound
-	case errors.Is(err, supervisor.ErrStillRunning):
+	case errors.Is(err, supervisor.ErrStillRunning), errors.Is(err, ErrBodyTimeout):
 		return CodeDeadlineExceeded
 	case errors.Is(err, supervisor.ErrTooManyJobs), errors.Is(err, ErrBusy), errors.Is(err, ErrTooLarge):
 		return CodeResourceExhausted
@@ -160,15 +165,15 @@ func Status(err error) int {
 	return http.StatusInternalServerError
 }
 
-// retryAfter is the Retry-After of a 429: a slot or a job usually frees
-// within a second.
+// retryAfter is the Retry-After of a 429 or a 503: a slot, a job or a
+// connection usually frees within a second.
 const retryAfter = "1"
 
-// writeError writes err as the error JSON with its status; a 429 carries
-// Retry-After.
+// writeError writes err as the error JSON with its status; a 429 and a 503
+// carry Retry-After.
 func writeError(w http.ResponseWriter, err error) {
 	status := Status(err)
-	if status == http.StatusTooManyRequests {
+	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", retryAfter)
 	}
 	writeJSON(w, status, NewErrorBody(err))

@@ -176,7 +176,7 @@ func (s *Server) jobStdin(w http.ResponseWriter, r *http.Request) {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			err = errorf(ErrTooLarge, "the body exceeds %d bytes; write stdin in smaller pieces", MaxBodyBytes)
-		} else {
+		} else if !errors.Is(err, ErrBodyTimeout) {
 			err = errorf(ErrInvalidArgument, "reading the body: %v", err)
 		}
 		writeError(w, err)
@@ -215,19 +215,17 @@ func (s *Server) waitJob(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, res)
 }
 
-// jobRunning returns ErrNotFound for an unknown job, ErrStillRunning for a
-// running one, and nil for one that exited.
+// jobRunning returns ErrNotFound for an unknown or forgotten job,
+// ErrStillRunning for a running one, and nil for one that exited.
 func (s *Server) jobRunning(id string) error {
-	for _, j := range s.sup.Jobs() {
-		if j.ID != id {
-			continue
-		}
-		if j.State == supervisor.JobRunning {
-			return errorf(supervisor.ErrStillRunning, "job %s still running", id)
-		}
-		return nil
+	j, err := s.sup.Job(id)
+	if err != nil {
+		return err
 	}
-	return errorf(supervisor.ErrNotFound, "no job %q: it never existed, or it exited and its retention passed", id)
+	if j.State == supervisor.JobRunning {
+		return errorf(supervisor.ErrStillRunning, "job %s still running", id)
+	}
+	return nil
 }
 
 func (s *Server) deleteJob(w http.ResponseWriter, r *http.Request) {

@@ -55,8 +55,9 @@ const jobRingBytes = 512 << 10
 var (
 	jobLifetimeText = fmt.Sprintf("%s by default, %g s to %s allowed",
 		minutes(supervisor.DefaultJobLifetime), supervisor.MinTimeout.Seconds(), hours(supervisor.DefaultMaxJobLifetime))
-	jobLimitsText = fmt.Sprintf(`A job is killed at the end of its lifetime (%s), with its whole process tree. After it exits it stays readable for %s, then it is forgotten. At most %d jobs run at once; one more is refused with RESOURCE_EXHAUSTED.`,
-		jobLifetimeText, minutes(supervisor.DefaultJobRetention), supervisor.DefaultMaxJobs)
+	jobLimitsText = fmt.Sprintf(`A job is killed at the end of its lifetime (%s), with its whole process tree. After it exits it stays readable for %s, then it is forgotten; sooner when more than %d exited jobs (or %d MiB of their output) are kept, the oldest first. At most %d jobs run at once; one more is refused with RESOURCE_EXHAUSTED.`,
+		jobLifetimeText, minutes(supervisor.DefaultJobRetention), supervisor.DefaultMaxRetainedJobs,
+		supervisor.DefaultMaxRetainedBytes>>20, supervisor.DefaultMaxJobs)
 	jobWindowText = fmt.Sprintf(`Output is read with a byte cursor per stream, in windows of at most %d KiB / %s lines: start with after=0 and pass the returned next as after on the next call. A read may wait (long poll, up to %g s) for new output or the job's end. When the reader fell behind what the server still holds (the last %d KiB of each stream), skippedBytes says how many bytes were missed.`,
 		budget.DefaultMaxBytes>>10, thousands(budget.DefaultMaxLines), supervisor.MaxOutputWait.Seconds(),
 		jobRingBytes>>10)

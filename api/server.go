@@ -3,7 +3,6 @@ package api
 import (
 	"cmp"
 	"context"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"net/http"
@@ -44,6 +43,10 @@ type Config struct {
 	Logger *zerolog.Logger
 	// Version is reported by /healthz and the MCP server's implementation info.
 	Version string
+	// BodyTimeout is how long a request body may take to arrive; a body
+	// still incomplete then fails with 408 (ErrBodyTimeout) and the
+	// connection is closed. 0 is DefaultBodyTimeout; negative is none.
+	BodyTimeout time.Duration
 	// Registry receives the server's metrics and is what /metrics serves;
 	// nil means a fresh registry of the Server's own (never the global one).
 	Registry *prometheus.Registry
@@ -80,6 +83,8 @@ type Server struct {
 	// toolInputs maps each MCP tool to its input type (addTool); written
 	// only by New.
 	toolInputs map[string]reflect.Type
+	// bodyTimeout bounds the arrival of a request body; 0 is none.
+	bodyTimeout time.Duration
 
 	// base is cancelled by Shutdown; every command's context derives from it.
 	base   context.Context
@@ -113,6 +118,12 @@ func New(cfg Config) (*Server, error) {
 		reg:     cfg.Registry,
 		slots:   make(chan struct{}, cfg.MaxConcurrent),
 		beat:    cmp.Or(cfg.Heartbeat, DefaultHeartbeat),
+	}
+	switch {
+	case cfg.BodyTimeout == 0:
+		s.bodyTimeout = DefaultBodyTimeout
+	case cfg.BodyTimeout > 0:
+		s.bodyTimeout = cfg.BodyTimeout
 	}
 	if cfg.Logger != nil {
 		s.log = *cfg.Logger
@@ -178,25 +189,7 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("POST /v1/grep", s.auth(http.HandlerFunc(s.grep)))
 	mux.Handle("DELETE /v1/sessions/{id}", s.auth(http.HandlerFunc(s.deleteSession)))
 	mux.Handle("/mcp", s.auth(strictBody(s.front)))
-	return s.logRequests(s.guard(jsonErrors(mux)))
-}
-
-// auth requires the bearer token when one is configured. The comparison
-// takes the same time whatever the supplied value shares with the token.
-func (s *Server) auth(next http.Handler) http.Handler {
-	if len(s.token) == 0 {
-		return next
-	}
-	want := append([]byte("Bearer "), s.token...)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got := []byte(r.Header.Get("Authorization"))
-		if subtle.ConstantTimeCompare(got, want) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="corral"`)
-			writeError(w, errorf(ErrUnauthenticated, "a valid \"Authorization: Bearer <token>\" header is required"))
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
+	return s.logRequests(s.bodyDeadline(s.guard(jsonErrors(mux))))
 }
 
 // Health is the body of GET /healthz.
@@ -212,7 +205,8 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 
 // acquire takes a command slot and registers the run with Shutdown. It
 // returns the command's context (cancelled by ctx or by Shutdown) and the
-// release function, or ErrBusy at once when no slot is free.
+// release function, or at once ErrBusy when no slot is free and
+// ErrUnavailable when the server is shutting down.
 func (s *Server) acquire(ctx context.Context) (context.Context, func(), error) {
 	select {
 	case s.slots <- struct{}{}:

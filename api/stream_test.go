@@ -197,9 +197,12 @@ func TestShutdownAborts(t *testing.T) {
 	if last.Result == nil || !last.Result.Aborted {
 		t.Errorf("last event %+v, want an aborted result", last)
 	}
-	code, b := e.do(context.Background(), "POST", "/v1/exec", `{"command":"true"}`)
-	if code != http.StatusServiceUnavailable || errorCode(t, b) != api.CodeUnavailable {
-		t.Errorf("exec after Shutdown: %d %s, want 503 UNAVAILABLE", code, b)
+	resp = e.send(context.Background(), "POST", "/v1/exec", `{"command":"true"}`)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || errorCode(t, b) != api.CodeUnavailable || resp.Header.Get("Retry-After") != "1" {
+		t.Errorf("exec after Shutdown: %d Retry-After %q %s, want 503 UNAVAILABLE with Retry-After (DESIGN: shutting down)",
+			resp.StatusCode, resp.Header.Get("Retry-After"), b)
 	}
 }
 

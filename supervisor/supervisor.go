@@ -101,6 +101,15 @@ type Config struct {
 	// JobRetention is how long an exited job stays readable; 0 is
 	// DefaultJobRetention.
 	JobRetention time.Duration
+	// MaxRetainedJobs bounds the exited jobs kept readable; past it the
+	// job that exited first is forgotten (ErrJobExpired). 0 is
+	// DefaultMaxRetainedJobs.
+	MaxRetainedJobs int
+	// MaxRetainedBytes bounds the memory the exited jobs' output takes,
+	// all together (their tail rings, shrunk to their content, and their
+	// Results' views); past it the job that exited first is forgotten. 0
+	// is DefaultMaxRetainedBytes.
+	MaxRetainedBytes int64
 	// Logger receives one line per command at info level and lifecycle steps
 	// at debug level; nil is silent.
 	Logger *zerolog.Logger

@@ -6,9 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -40,6 +42,14 @@ that user and cannot read the token file either. SIGTERM or SIGINT stops
 accepting, aborts the running commands and kills every background job (their
 trees are killed) and exits 0.
 
+Connections: at most --max-connections are open at once (the request of
+one more is answered 503 UNAVAILABLE with Retry-After: 1); a connection gets
+10 s to send a request's headers, --body-timeout for its body, and
+--idle-timeout between requests; a 401 closes it. Exited background jobs
+stay readable for 10 minutes, at most --max-retained-jobs of them and
+--max-retained-bytes of their output; past a cap the oldest is forgotten
+(404 NOT_FOUND saying it expired).
+
 Flags:
 `
 
@@ -60,6 +70,11 @@ type serverFlags struct {
 	dataDir        string
 	containment    string
 	reaper         bool
+	maxConnections int
+	idleTimeout    float64
+	bodyTimeout    float64
+	retainedJobs   int
+	retainedBytes  string
 	grace          float64
 	logFormat      string
 	logLevel       string
@@ -77,9 +92,14 @@ func (m *Main) serverFlagSet(name, usageText string, f *serverFlags, network boo
 		fs.StringVar(&f.tokenFile, "token-file", "", "read the bearer token from `file` (a regular file of this user's, mode 0600 or stricter)")
 		fs.StringVar(&f.token, "token", "", "bearer `token` (visible to every local process: prefer --token-file or $CORRAL_TOKEN)")
 		fs.BoolVar(&f.insecureNoAuth, "insecure-no-auth", false, "serve without a token (loopback or a unix socket only): every local process can run commands")
+		fs.IntVar(&f.maxConnections, "max-connections", api.DefaultMaxConnections, "most connections open at once; the request of one more is answered 503 UNAVAILABLE with Retry-After")
+		fs.Float64Var(&f.idleTimeout, "idle-timeout", api.DefaultIdleTimeout.Seconds(), "`seconds` a keep-alive connection may sit idle between requests")
+		fs.Float64Var(&f.bodyTimeout, "body-timeout", api.DefaultBodyTimeout.Seconds(), "`seconds` a request body may take to arrive (else 408)")
 	}
 	fs.StringVar(&f.runAs, "run-as", "", "run commands as this unprivileged `user` (name or uid; needs root)")
 	fs.IntVar(&f.maxConcurrent, "max-concurrent", api.DefaultMaxConcurrent, "most commands running at once; more get RESOURCE_EXHAUSTED")
+	fs.IntVar(&f.retainedJobs, "max-retained-jobs", supervisor.DefaultMaxRetainedJobs, "most exited background jobs kept readable; past it the oldest is forgotten")
+	fs.StringVar(&f.retainedBytes, "max-retained-bytes", "64MiB", "most `size` (bytes, or with KiB, MiB or GiB) the exited jobs' output may take in memory, all together; past it the oldest is forgotten")
 	fs.StringVar(&f.dataDir, "data-dir", defaultDataDir(m.Getenv), "`directory` for spill files (default $CORRAL_DATA_DIR, else the XDG data directory + /corral)")
 	fs.StringVar(&f.containment, "containment", m.Getenv("CORRAL_CONTAINMENT"), "force a containment `tier`: cgroup2, cgroup1 or pgroup (default: the strongest that works; $CORRAL_CONTAINMENT)")
 	fs.BoolVar(&f.reaper, "reaper", false, "run every command under a reaper of its own, which catches the daemons that leave their session and environment on every tier (a Go runtime start per command)")
@@ -122,14 +142,23 @@ func (m *Main) newServer(f serverFlags, token, hint string, log zerolog.Logger) 
 	// The supervisor logs one line per command at info; the server already
 	// logs one per request, so only its warnings come through.
 	supLog := log.Level(max(zerolog.WarnLevel, log.GetLevel()))
+	if f.retainedJobs < 1 {
+		return nil, nil, 0, fmt.Errorf("--max-retained-jobs must be at least 1, got %d", f.retainedJobs)
+	}
+	retainedBytes, err := parseSize(f.retainedBytes)
+	if err != nil || retainedBytes < 1 {
+		return nil, nil, 0, fmt.Errorf("--max-retained-bytes: want a positive size such as 65536, 512KiB or 64MiB, got %q", f.retainedBytes)
+	}
 	sup, err := supervisor.New(supervisor.Config{
-		DataDir:     f.dataDir,
-		Grace:       grace,
-		Scrub:       []string{tokenEnv},
-		User:        f.runAs,
-		Containment: killtree.Config{Tier: killtree.Tier(f.containment), Reaper: f.reaper},
-		Logger:      &supLog,
-		TimeoutHint: hint,
+		DataDir:          f.dataDir,
+		Grace:            grace,
+		Scrub:            []string{tokenEnv},
+		User:             f.runAs,
+		Containment:      killtree.Config{Tier: killtree.Tier(f.containment), Reaper: f.reaper},
+		Logger:           &supLog,
+		TimeoutHint:      hint,
+		MaxRetainedJobs:  f.retainedJobs,
+		MaxRetainedBytes: retainedBytes,
 	})
 	if err != nil {
 		return nil, nil, 0, err
@@ -144,7 +173,7 @@ func (m *Main) newServer(f serverFlags, token, hint string, log zerolog.Logger) 
 		}
 	}
 	srv, err := api.New(api.Config{Supervisor: sup, Token: token, MaxConcurrent: f.maxConcurrent,
-		Logger: &log, Version: Version})
+		Logger: &log, Version: Version, BodyTimeout: seconds(f.bodyTimeout)})
 	if err != nil {
 		sup.Close()
 		return nil, nil, 0, err
@@ -183,6 +212,10 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	if err := checkExposure(f.listen, tok.value); err != nil {
 		return err
 	}
+	if err := f.checkConnLimits(); err != nil {
+		fmt.Fprintln(m.Stderr, "corral serve:", err)
+		return errUsage
+	}
 	srv, sup, grace, err := m.newServer(f, tok.value, serveTimeoutHint, log)
 	if err != nil {
 		return err
@@ -198,7 +231,10 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	// No ReadTimeout or WriteTimeout: they would cut NDJSON streams, MCP
+	// event streams and long polls. Bodies have the handler's own deadline.
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: api.HeaderTimeout, IdleTimeout: seconds(f.idleTimeout)}
+	ln = api.LimitListener(ln, f.maxConnections)
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	ev := log.Info().Str("listen", listenAddr(ln)).Str("tier", string(sup.Tier())).Bool("auth", tok.value != "").
@@ -232,6 +268,44 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	}
 	<-served // http.ErrServerClosed
 	return nil
+}
+
+// checkConnLimits refuses connection limits that would disable themselves.
+func (f serverFlags) checkConnLimits() error {
+	switch {
+	case f.maxConnections < 1:
+		return fmt.Errorf("--max-connections must be at least 1, got %d", f.maxConnections)
+	case !(f.idleTimeout > 0):
+		return fmt.Errorf("--idle-timeout must be more than 0 seconds, got %g", f.idleTimeout)
+	case !(f.bodyTimeout > 0):
+		return fmt.Errorf("--body-timeout must be more than 0 seconds, got %g", f.bodyTimeout)
+	}
+	return nil
+}
+
+// seconds converts flag seconds to a Duration.
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// parseSize parses a byte count with an optional KiB, MiB or GiB suffix.
+func parseSize(v string) (int64, error) {
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}} {
+		if n, ok := strings.CutSuffix(v, u.suffix); ok {
+			v, mult = strings.TrimSpace(n), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, err
+	}
+	if n > math.MaxInt64/mult || n < 0 {
+		return 0, fmt.Errorf("size %d out of range", n)
+	}
+	return n * mult, nil
 }
 
 // listenAddr is where ln listens, as --listen spells it (the port chosen
