@@ -121,7 +121,7 @@ func TestBodyTimeout(t *testing.T) {
 			t.Errorf("%s: %d responses %q after %v, want one 408 within 3 s", path, len(resps), bodies, took)
 			continue
 		}
-		if code := errorCode(t, []byte(bodies[0])); code != api.CodeInvalidArgument || !strings.Contains(bodies[0], "did not arrive within 300ms") {
+		if code := errorCode(t, []byte(bodies[0])); code != api.CodeDeadlineExceeded || !strings.Contains(bodies[0], "did not arrive within 300ms") {
 			t.Errorf("%s: %s", path, bodies[0])
 		}
 	}

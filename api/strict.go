@@ -31,6 +31,8 @@ func decode(w http.ResponseWriter, r *http.Request, v any) error {
 	switch {
 	case errors.As(err, &tooBig):
 		return errorf(ErrTooLarge, "the body exceeds %d bytes", MaxBodyBytes)
+	case errors.Is(err, ErrBodyTimeout):
+		return err
 	case err != nil:
 		return errorf(ErrInvalidArgument, "reading the body: %v", err)
 	}
@@ -53,6 +55,7 @@ func strictBody(next http.Handler) http.Handler {
 		switch {
 		case errors.As(err, &tooBig):
 			err = errorf(ErrTooLarge, "the body exceeds %d bytes", MaxBodyBytes)
+		case errors.Is(err, ErrBodyTimeout):
 		case err != nil:
 			err = errorf(ErrInvalidArgument, "reading the body: %v", err)
 		default:
