@@ -69,8 +69,14 @@ type Request struct {
 	// receive seconds use ParseTimeout, which also rejects 0, NaN and infinities.
 	Timeout time.Duration
 	// Session and Label name spill files (spill.ValidateName rules); ""
-	// means "default" and "bash".
+	// means "default" and "bash". A named session other than "default"
+	// also carries state from one command to the next (see Config.NoSessionState):
+	// the command starts in the working directory, with the exported
+	// variables, that the session's last command which exited by itself
+	// ended with; Dir and Env apply on top.
 	Session, Label string
+	// ResetSession clears the session's state before the command runs.
+	ResetSession bool
 	// StdoutPolicy and StderrPolicy choose which end of a stream the model
 	// sees; "" means head for stdout and tail for stderr.
 	StdoutPolicy, StderrPolicy budget.Policy
@@ -222,16 +228,29 @@ var promptKeys = func() map[string]bool {
 // not even when the request sets them. It runs for every command, so it
 // filters one pass over the supervisor's environment instead of building a
 // map of it.
-func (s *Supervisor) environ(v validated, runID string) []string {
+//
+// base is a session's saved environment, nil for the supervisor's own; a
+// prompt variable it holds is one the session's commands chose, and stays.
+func (s *Supervisor) environ(v validated, runID string, base []string) []string {
 	removed := func(k string) bool {
 		return slices.Contains(v.Unset, k) || slices.Contains(s.cfg.Scrub, k)
 	}
-	base := os.Environ()
+	fromSession := base != nil
+	if !fromSession {
+		base = os.Environ()
+	}
+	chosen := map[string]bool{} // prompt variables the session chose
 	env := make([]string, 0, len(base)+len(promptSuppression)+len(v.Env)+1)
 	for _, kv := range base {
 		k, _, ok := strings.Cut(kv, "=")
-		if !ok || k == "" || k == RunIDEnv || (promptKeys[k] && !s.cfg.NoPromptSuppression) {
+		if !ok || k == "" || k == RunIDEnv {
 			continue
+		}
+		if promptKeys[k] && !s.cfg.NoPromptSuppression {
+			if !fromSession {
+				continue
+			}
+			chosen[k] = true
 		}
 		if _, set := v.Env[k]; set || removed(k) {
 			continue
@@ -241,7 +260,7 @@ func (s *Supervisor) environ(v validated, runID string) []string {
 	if !s.cfg.NoPromptSuppression {
 		for _, kv := range promptSuppression {
 			k, _, _ := strings.Cut(kv, "=")
-			if _, set := v.Env[k]; !set && !removed(k) {
+			if _, set := v.Env[k]; !set && !removed(k) && !chosen[k] {
 				env = append(env, kv)
 			}
 		}

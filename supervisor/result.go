@@ -22,6 +22,9 @@ type Result struct {
 	StdoutInfo budget.Info `json:"stdoutInfo"`
 	StderrInfo budget.Info `json:"stderrInfo"`
 	Kill       KillInfo    `json:"kill"`
+	// Cwd is the working directory the session's next command starts in,
+	// when the command carried session state; "" otherwise.
+	Cwd string `json:"cwd,omitempty"`
 }
 
 // KillInfo says what the way down did.

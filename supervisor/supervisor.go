@@ -76,6 +76,12 @@ type Config struct {
 	// JobRetention is how long an exited job stays readable; 0 is
 	// DefaultJobRetention.
 	JobRetention time.Duration
+	// NoSessionState makes named sessions stateless: they only name spill
+	// directories (the CLI, where each invocation is its own process).
+	NoSessionState bool
+	// MaxSessions bounds the sessions that keep state; past it the least
+	// recently used idle session is forgotten. 0 is DefaultMaxSessions.
+	MaxSessions int
 	// Logger receives one line per command at info level and lifecycle steps
 	// at debug level; nil is silent.
 	Logger *zerolog.Logger
@@ -100,6 +106,7 @@ type Supervisor struct {
 
 	maxLifetime time.Duration
 	jobs        jobTable
+	sessions    sessionTable
 	running     atomic.Int64
 	started     atomic.Int64
 	drained     atomic.Int64
@@ -151,6 +158,7 @@ func New(cfg Config) (*Supervisor, error) {
 		return nil, err
 	}
 	s.maxLifetime = s.jobs.maxLifetime
+	s.sessions.init(cfg.MaxSessions)
 	if s.shell == "" {
 		s.shell = "sh"
 		if p, err := exec.LookPath("bash"); err == nil {
