@@ -17,6 +17,7 @@ const (
 	CodeBinaryContent     = "TOOL_BINARY_CONTENT"
 	CodeUnauthenticated   = "UNAUTHENTICATED"
 	CodeResourceExhausted = "RESOURCE_EXHAUSTED"
+	CodeUnavailable       = "UNAVAILABLE"
 	CodeInternal          = "INTERNAL"
 )
 
@@ -33,9 +34,15 @@ var (
 	// ErrForbidden is a browser request from another origin or under a
 	// rebound host name: UNAUTHENTICATED with HTTP status 403.
 	ErrForbidden = errors.New("api: forbidden")
-	// ErrBusy means every command slot is taken, or the server is shutting
-	// down: RESOURCE_EXHAUSTED.
+	// ErrBusy means every command slot is taken: RESOURCE_EXHAUSTED.
 	ErrBusy = errors.New("api: resource exhausted")
+	// ErrUnavailable means the server is shutting down, or (from
+	// LimitListener) has as many connections open as it allows:
+	// UNAVAILABLE with HTTP status 503 and Retry-After.
+	ErrUnavailable = errors.New("api: unavailable")
+	// ErrBodyTimeout is a request body that did not arrive within
+	// Config.BodyTimeout: INVALID_ARGUMENT with HTTP status 408.
+	ErrBodyTimeout = errors.New("api: request body timeout")
 )
 
 // ErrorBody is the error JSON of every interface:
@@ -55,7 +62,8 @@ type ErrorDetail struct {
 func Code(err error) string {
 	switch {
 	case errors.Is(err, supervisor.ErrInvalidRequest), errors.Is(err, spill.ErrInvalidName),
-		errors.Is(err, budget.ErrInvalid), errors.Is(err, ErrInvalidArgument), errors.Is(err, ErrTooLarge):
+		errors.Is(err, budget.ErrInvalid), errors.Is(err, ErrInvalidArgument), errors.Is(err, ErrTooLarge),
+		errors.Is(err, ErrBodyTimeout):
 		return CodeInvalidArgument
 	case errors.Is(err, spill.ErrNotFound), errors.Is(err, supervisor.ErrNotFound):
 		return CodeNotFound
@@ -68,6 +76,8 @@ func Code(err error) string {
 		return CodeUnauthenticated
 	case errors.Is(err, ErrBusy):
 		return CodeResourceExhausted
+	case errors.Is(err, ErrUnavailable):
+		return CodeUnavailable
 	}
 	return CodeInternal
 }
@@ -85,14 +95,15 @@ func NewErrorBody(err error) ErrorBody {
 }
 
 // Status is the HTTP status of err: 400, 401, 403, 404, 408 (a job still
-// running at a wait's deadline), 413, 422 (binary content), 429 or 500.
+// running at a wait's deadline, a body too slow), 413, 422 (binary
+// content), 429, 500 or 503.
 func Status(err error) int {
 	switch {
 	case errors.Is(err, ErrTooLarge):
 		return http.StatusRequestEntityTooLarge
 	case errors.Is(err, ErrForbidden):
 		return http.StatusForbidden
-	case errors.Is(err, supervisor.ErrStillRunning):
+	case errors.Is(err, supervisor.ErrStillRunning), errors.Is(err, ErrBodyTimeout):
 		return http.StatusRequestTimeout
 	}
 	switch Code(err) {
@@ -106,13 +117,23 @@ func Status(err error) int {
 		return http.StatusUnauthorized
 	case CodeResourceExhausted:
 		return http.StatusTooManyRequests
+	case CodeUnavailable:
+		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError
 }
 
-// writeError writes err as the error JSON with its status.
+// retryAfter is the Retry-After of a 503, in seconds.
+const retryAfter = "1"
+
+// writeError writes err as the error JSON with its status; a 503 says
+// when to retry.
 func writeError(w http.ResponseWriter, err error) {
-	writeJSON(w, Status(err), NewErrorBody(err))
+	status := Status(err)
+	if status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", retryAfter)
+	}
+	writeJSON(w, status, NewErrorBody(err))
 }
 
 // writeJSON writes v as the whole response body with status.

@@ -167,6 +167,8 @@ func decode(w http.ResponseWriter, r *http.Request, v any) error {
 		return nil
 	case errors.As(err, &tooBig):
 		return fmt.Errorf("%w: the body exceeds %d bytes", ErrTooLarge, MaxBodyBytes)
+	case errors.Is(err, ErrBodyTimeout):
+		return err
 	case errors.As(err, &typeErr) && typeErr.Field != "":
 		return fmt.Errorf("%w: field %s: expected %s, got %s", ErrInvalidArgument, typeErr.Field, typeName(typeErr.Type.String()), typeErr.Value)
 	case errors.As(err, &typeErr):

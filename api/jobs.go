@@ -77,7 +77,7 @@ func (s *Server) startJob(req supervisor.JobRequest) (supervisor.JobStarted, err
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return supervisor.JobStarted{}, fmt.Errorf("%w: the server is shutting down", ErrBusy)
+		return supervisor.JobStarted{}, fmt.Errorf("%w: the server is shutting down", ErrUnavailable)
 	}
 	s.starts.Add(1)
 	s.mu.Unlock()
@@ -176,7 +176,7 @@ func (s *Server) jobStdin(w http.ResponseWriter, r *http.Request) {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			err = fmt.Errorf("%w: the body exceeds %d bytes; write stdin in smaller pieces", ErrTooLarge, MaxBodyBytes)
-		} else {
+		} else if !errors.Is(err, ErrBodyTimeout) {
 			err = fmt.Errorf("%w: reading the body: %v", ErrInvalidArgument, err)
 		}
 		writeError(w, err)
@@ -215,19 +215,17 @@ func (s *Server) waitJob(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, res)
 }
 
-// jobRunning returns ErrNotFound for an unknown job, ErrStillRunning for a
-// running one, and nil for one that exited.
+// jobRunning returns ErrNotFound for an unknown or forgotten job,
+// ErrStillRunning for a running one, and nil for one that exited.
 func (s *Server) jobRunning(id string) error {
-	for _, j := range s.sup.Jobs() {
-		if j.ID != id {
-			continue
-		}
-		if j.State == supervisor.JobRunning {
-			return fmt.Errorf("%w: %s", supervisor.ErrStillRunning, id)
-		}
-		return nil
+	j, err := s.sup.Job(id)
+	if err != nil {
+		return err
 	}
-	return fmt.Errorf("%w: %q", supervisor.ErrNotFound, id)
+	if j.State == supervisor.JobRunning {
+		return fmt.Errorf("%w: %s", supervisor.ErrStillRunning, id)
+	}
+	return nil
 }
 
 func (s *Server) deleteJob(w http.ResponseWriter, r *http.Request) {

@@ -386,8 +386,8 @@ func TestJobShutdownHTTP(t *testing.T) {
 		}
 	}
 	code, b := e.do(context.Background(), "POST", "/v1/jobs", body)
-	if code != http.StatusTooManyRequests || errorCode(t, b) != api.CodeResourceExhausted {
-		t.Errorf("a job after Shutdown: %d %s", code, b)
+	if code != http.StatusServiceUnavailable || errorCode(t, b) != api.CodeUnavailable {
+		t.Errorf("a job after Shutdown: %d %s, want 503 UNAVAILABLE (DESIGN: shutting down)", code, b)
 	}
 }
 
@@ -498,5 +498,37 @@ func TestJobAuthHTTP(t *testing.T) {
 	code, b := e.do(context.Background(), "DELETE", "/v1/jobs/"+st.ID, "", "Origin", "https://evil.example", "Sec-Fetch-Site", "cross-site")
 	if code != http.StatusForbidden || errorCode(t, b) != api.CodeUnauthenticated {
 		t.Errorf("cross-origin DELETE: %d %s", code, b)
+	}
+}
+
+// TestJobEvictedHTTP: past the retained-jobs cap the oldest exited job is
+// forgotten; every job route answers it 404 NOT_FOUND saying it expired
+// and was evicted, and an ID that never existed says neither.
+func TestJobEvictedHTTP(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(_ *api.Config, c *supervisor.Config) { c.MaxRetainedJobs = 1 })
+	first := e.startJob(`{"command":"echo one"}`)
+	e.wait(first.ID)
+	second := e.startJob(`{"command":"echo two"}`)
+	e.wait(second.ID)
+	routes := []struct{ method, path string }{
+		{"GET", "/v1/jobs/%s/output"},
+		{"POST", "/v1/jobs/%s/wait?timeout=0"},
+		{"POST", "/v1/jobs/%s/wait?timeout=1"},
+		{"DELETE", "/v1/jobs/%s"},
+	}
+	for _, r := range routes {
+		code, b := e.do(context.Background(), r.method, fmt.Sprintf(r.path, first.ID), "")
+		if code != http.StatusNotFound || errorCode(t, b) != api.CodeNotFound ||
+			!strings.Contains(string(b), "expired: it exited and was evicted: at most 1 exited jobs are kept") {
+			t.Errorf("%s %s of the evicted job: %d %s", r.method, r.path, code, b)
+		}
+		code, b = e.do(context.Background(), r.method, fmt.Sprintf(r.path, "j-0123456789abcdef"), "")
+		if code != http.StatusNotFound || strings.Contains(string(b), "expired") {
+			t.Errorf("%s %s of an unknown job: %d %s", r.method, r.path, code, b)
+		}
+	}
+	if out := e.output(second.ID, 0, 0, ""); out.Data != "two\n" || out.Result == nil {
+		t.Errorf("the retained job: %+v", out)
 	}
 }

@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"net/http"
@@ -39,6 +38,10 @@ type Config struct {
 	Logger *zerolog.Logger
 	// Version is reported by /healthz and the MCP server's implementation info.
 	Version string
+	// BodyTimeout is how long a request body may take to arrive; a body
+	// still incomplete then fails with 408 (ErrBodyTimeout) and the
+	// connection is closed. 0 is DefaultBodyTimeout; negative is none.
+	BodyTimeout time.Duration
 	// Registry receives the server's metrics and is what /metrics serves;
 	// nil means a fresh registry of the Server's own (never the global one).
 	Registry *prometheus.Registry
@@ -55,8 +58,10 @@ type Server struct {
 	reg     *prometheus.Registry
 	metrics *metrics
 	slots   chan struct{} // one token per running command
-	mcp     *mcp.Server
-	handler http.Handler
+	// bodyTimeout bounds the arrival of a request body; 0 is none.
+	bodyTimeout time.Duration
+	mcp         *mcp.Server
+	handler     http.Handler
 
 	// base is cancelled by Shutdown; every command's context derives from it.
 	base   context.Context
@@ -85,6 +90,12 @@ func New(cfg Config) (*Server, error) {
 		version: cfg.Version,
 		reg:     cfg.Registry,
 		slots:   make(chan struct{}, cfg.MaxConcurrent),
+	}
+	switch {
+	case cfg.BodyTimeout == 0:
+		s.bodyTimeout = DefaultBodyTimeout
+	case cfg.BodyTimeout > 0:
+		s.bodyTimeout = cfg.BodyTimeout
 	}
 	if cfg.Logger != nil {
 		s.log = *cfg.Logger
@@ -150,25 +161,7 @@ func (s *Server) routes() http.Handler {
 	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp },
 		&mcp.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true, MaxRequestBodyBytes: MaxBodyBytes})
 	mux.Handle("/mcp", s.auth(mcpHandler))
-	return s.logRequests(s.guard(mux))
-}
-
-// auth requires the bearer token when one is configured. The comparison
-// takes the same time whatever the supplied value shares with the token.
-func (s *Server) auth(next http.Handler) http.Handler {
-	if len(s.token) == 0 {
-		return next
-	}
-	want := append([]byte("Bearer "), s.token...)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got := []byte(r.Header.Get("Authorization"))
-		if subtle.ConstantTimeCompare(got, want) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="corral"`)
-			writeError(w, fmt.Errorf("%w: a valid \"Authorization: Bearer <token>\" header is required", ErrUnauthenticated))
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
+	return s.logRequests(s.bodyDeadline(s.guard(mux)))
 }
 
 // Health is the body of GET /healthz.
@@ -184,7 +177,8 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 
 // acquire takes a command slot and registers the run with Shutdown. It
 // returns the command's context (cancelled by ctx or by Shutdown) and the
-// release function, or ErrBusy at once when no slot is free.
+// release function, or at once ErrBusy when no slot is free and
+// ErrUnavailable when the server is shutting down.
 func (s *Server) acquire(ctx context.Context) (context.Context, func(), error) {
 	select {
 	case s.slots <- struct{}{}:
@@ -197,7 +191,7 @@ func (s *Server) acquire(ctx context.Context) (context.Context, func(), error) {
 	if s.closed {
 		s.mu.Unlock()
 		<-s.slots
-		return nil, nil, fmt.Errorf("%w: the server is shutting down", ErrBusy)
+		return nil, nil, fmt.Errorf("%w: the server is shutting down", ErrUnavailable)
 	}
 	s.runs.Add(1)
 	s.mu.Unlock()

@@ -192,8 +192,8 @@ func TestShutdownAborts(t *testing.T) {
 		t.Errorf("last event %+v, want an aborted result", last)
 	}
 	code, b := e.do(context.Background(), "POST", "/v1/exec", `{"command":"true"}`)
-	if code != http.StatusTooManyRequests || errorCode(t, b) != api.CodeResourceExhausted {
-		t.Errorf("exec after Shutdown: %d %s", code, b)
+	if code != http.StatusServiceUnavailable || errorCode(t, b) != api.CodeUnavailable {
+		t.Errorf("exec after Shutdown: %d %s, want 503 UNAVAILABLE (DESIGN: shutting down)", code, b)
 	}
 }
 

@@ -39,6 +39,14 @@ type server struct {
 // server is stopped with SIGTERM at cleanup unless the test killed it.
 func startServer(t testing.TB, extra ...string) *server {
 	t.Helper()
+	return startServerWith(t, (*exec.Cmd).Start, extra...)
+}
+
+// startServerWith is startServer with the start of the process given:
+// (*exec.Cmd).Start, or a proctest.Safety's Start to run the server inside
+// a safety cgroup.
+func startServerWith(t testing.TB, start func(*exec.Cmd) error, extra ...string) *server {
+	t.Helper()
 	var b [16]byte
 	rand.Read(b[:])
 	s := &server{token: hex.EncodeToString(b[:]), logs: make(chan struct{})}
@@ -49,7 +57,7 @@ func startServer(t testing.TB, extra ...string) *server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.cmd.Start(); err != nil {
+	if err := start(s.cmd); err != nil {
 		t.Fatalf("start corral serve: %v", err)
 	}
 	addr := make(chan string, 1)

@@ -7,7 +7,9 @@
 //
 //   - Write never fails and never writes short, so the pipe keeps draining.
 //   - Memory is one ring of MaxBytes, allocated on the first non-empty Write;
-//     a 10 GB stream costs what a 1 MB one does.
+//     a 10 GB stream costs what a 1 MB one does. [Tail.Compact] shrinks it to
+//     what it holds once the stream has ended ([Tail.Footprint] says what it
+//     takes).
 //   - The line bound is exact: what [Tail.Bytes] hands out never holds more
 //     than MaxLines lines (300,000 one-byte lines keep the last 200,000). It
 //     is applied when the tail is read, so Write only copies into the ring

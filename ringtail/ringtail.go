@@ -96,8 +96,11 @@ func (t *Tail) Write(p []byte) (int, error) {
 
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.ring == nil {
+	switch {
+	case t.ring == nil:
 		t.ring = ringbuffer.New(t.maxBytes).SetOverwrite(true)
+	case t.ring.Capacity() < t.maxBytes:
+		t.regrowLocked() // written to after Compact
 	}
 	// Only the last maxBytes bytes can survive, and the ring refuses (and
 	// would keep the front of) a write longer than itself.

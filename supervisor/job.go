@@ -17,6 +17,11 @@ const (
 	DefaultMaxJobLifetime = 24 * time.Hour
 	DefaultJobRetention   = 10 * time.Minute
 	DefaultMaxJobs        = 32
+	// DefaultMaxRetainedJobs bounds the exited jobs kept readable.
+	DefaultMaxRetainedJobs = 256
+	// DefaultMaxRetainedBytes bounds the memory the exited jobs' output
+	// takes (their tail rings and their Results' views), all together.
+	DefaultMaxRetainedBytes = 64 << 20
 	// MaxOutputWait bounds one long-poll read of a job's output.
 	MaxOutputWait = 30 * time.Second
 )
@@ -29,9 +34,16 @@ const (
 
 // Errors of the job API; each maps to a wire code.
 var (
-	// ErrNotFound: no job has that ID (it never existed, or it exited and
-	// its retention passed). NOT_FOUND.
+	// ErrNotFound: no job has that ID: it never existed, or it exited and
+	// was forgotten (then the error also matches ErrJobExpired). NOT_FOUND.
 	ErrNotFound = errors.New("supervisor: no such job")
+	// ErrJobExpired: the job existed, exited, and is no longer kept: its
+	// retention passed, or it was evicted, oldest first, to keep the exited
+	// jobs within MaxRetainedJobs and MaxRetainedBytes. Errors that match it
+	// also match ErrNotFound. A bounded record of forgotten IDs tells them
+	// from IDs that never existed; an ID forgotten long ago (more than
+	// forgottenIDs since) is plain ErrNotFound.
+	ErrJobExpired = errors.New("supervisor: job expired")
 	// ErrTooManyJobs: the live-job limit is reached. RESOURCE_EXHAUSTED.
 	ErrTooManyJobs = errors.New("supervisor: too many background jobs")
 	// ErrStillRunning: Wait's deadline passed before the job ended.
@@ -97,6 +109,10 @@ type job struct {
 	cancel  context.CancelFunc
 	done    chan struct{} // closed once result is set
 
+	// Set by the table when the job joins the exited jobs, under its mu.
+	ended     time.Time
+	footprint int64 // bytes its retained output takes
+
 	mu     sync.Mutex
 	wake   chan struct{} // guarded by mu; closed and replaced on new output
 	result Result        // set before done is closed
@@ -104,24 +120,46 @@ type job struct {
 	stdinMu sync.Mutex // serialises JobInput
 }
 
+// forgottenIDs is how many forgotten job IDs the table remembers, to answer
+// ErrJobExpired rather than a bare ErrNotFound (about 40 bytes each).
+const forgottenIDs = 4096
+
 // jobTable holds the jobs of one Supervisor.
 type jobTable struct {
 	max         int
 	maxLifetime time.Duration
 	retention   time.Duration
+	maxRetained int   // exited jobs kept at most
+	maxBytes    int64 // bytes their output may take, all together
 
-	mu      sync.Mutex
-	jobs    map[string]*job // guarded by mu
-	running int             // guarded by mu
-	closed  bool            // guarded by mu
-	closeCh chan struct{}   // guarded by mu; closed by closeAll
-	wg      sync.WaitGroup  // one per job's supervising goroutine
+	mu        sync.Mutex
+	jobs      map[string]*job // guarded by mu
+	running   int             // guarded by mu
+	closed    bool            // guarded by mu
+	exited    []*job          // guarded by mu; retained exited jobs, oldest end first
+	exitBytes int64           // guarded by mu; their footprints summed
+	sweep     *time.Timer     // guarded by mu; forgets exited[0] when its retention passed
+	forgotten forgetLog       // guarded by mu
+	wg        sync.WaitGroup  // one per job's supervising goroutine
 }
 
 func (t *jobTable) init(cfg Config) error {
 	t.max, t.maxLifetime, t.retention = cfg.MaxJobs, cfg.MaxJobLifetime, cfg.JobRetention
+	t.maxRetained, t.maxBytes = cfg.MaxRetainedJobs, cfg.MaxRetainedBytes
 	if t.max <= 0 {
 		t.max = DefaultMaxJobs
+	}
+	switch {
+	case t.maxRetained < 0:
+		return fmt.Errorf("supervisor: max retained jobs must be 0 (the default) or more, got %d", t.maxRetained)
+	case t.maxRetained == 0:
+		t.maxRetained = DefaultMaxRetainedJobs
+	}
+	switch {
+	case t.maxBytes < 0:
+		return fmt.Errorf("supervisor: max retained bytes must be 0 (the default) or more, got %d", t.maxBytes)
+	case t.maxBytes == 0:
+		t.maxBytes = DefaultMaxRetainedBytes
 	}
 	if t.maxLifetime <= 0 {
 		t.maxLifetime = DefaultMaxJobLifetime
@@ -195,8 +233,9 @@ func (s *Supervisor) StartJob(r JobRequest) (JobStarted, error) {
 	return JobStarted{ID: j.id, Pid: p.tree.Pid()}, nil
 }
 
-// supervise runs one job to its end, publishes the result, and forgets the
-// job after the retention.
+// supervise runs one job to its end, publishes the result, and hands the
+// job to the exited jobs, which forget it after the retention or sooner
+// when the caps need its room.
 func (t *jobTable) supervise(ctx context.Context, j *job) {
 	defer t.wg.Done()
 	res := j.p.finish(j.p.supervise(ctx))
@@ -205,38 +244,17 @@ func (t *jobTable) supervise(ctx context.Context, j *job) {
 	// right after KillJob or WaitJob is never refused for it.
 	t.mu.Lock()
 	t.running--
-	closed := t.closed
 	t.mu.Unlock()
+	// What an exited job keeps: the tail rings that cursor reads use,
+	// shrunk to their content, and its Result; the head capture served
+	// the Result and goes.
+	footprint := j.p.out.release() + j.p.err.release() + int64(len(res.Stdout)+len(res.Stderr))
 	j.mu.Lock()
 	j.result = res
 	j.mu.Unlock()
 	close(j.done)
 	j.poke()
-	if closed {
-		return
-	}
-	forget := time.NewTimer(t.retention)
-	defer forget.Stop()
-	select {
-	case <-forget.C:
-	case <-t.closing():
-	}
-	t.mu.Lock()
-	delete(t.jobs, j.id)
-	t.mu.Unlock()
-}
-
-// closing returns a channel closed by closeAll; built lazily.
-func (t *jobTable) closing() <-chan struct{} {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closeCh == nil {
-		t.closeCh = make(chan struct{})
-		if t.closed {
-			close(t.closeCh)
-		}
-	}
-	return t.closeCh
+	t.retire(j, footprint)
 }
 
 // closeAll kills every job and waits for their supervising goroutines.
@@ -247,8 +265,9 @@ func (t *jobTable) closeAll() {
 		return
 	}
 	t.closed = true
-	if t.closeCh != nil {
-		close(t.closeCh)
+	if t.sweep != nil {
+		t.sweep.Stop()
+		t.sweep = nil
 	}
 	for _, j := range t.jobs {
 		j.cancel()
@@ -262,6 +281,9 @@ func (t *jobTable) get(id string) (*job, error) {
 	defer t.mu.Unlock()
 	j, ok := t.jobs[id]
 	if !ok || j == nil {
+		if why, ok := t.whyLocked(id); ok {
+			return nil, &expiredError{id: id, why: why}
+		}
 		return nil, fmt.Errorf("%w: %q", ErrNotFound, id)
 	}
 	return j, nil
@@ -321,6 +343,17 @@ func (s *Supervisor) Jobs() []JobInfo {
 	}
 	sort.Slice(out, func(a, b int) bool { return out[a].StartedAt.Before(out[b].StartedAt) })
 	return out
+}
+
+// Job describes one job, running or retained. The error matches
+// ErrNotFound when there is none, and ErrJobExpired too when it was
+// forgotten.
+func (s *Supervisor) Job(id string) (JobInfo, error) {
+	j, err := s.jobs.get(id)
+	if err != nil {
+		return JobInfo{}, err
+	}
+	return j.info(), nil
 }
 
 // WaitJob waits until the job ended and returns its Result, or returns

@@ -203,9 +203,7 @@ func TestJobRetention(t *testing.T) {
 		t.Errorf("jobs right after the end: %+v", s.Jobs())
 	}
 	waitFor(t, func() bool { return len(s.Jobs()) == 0 })
-	if _, err := s.JobOutput(context.Background(), st.ID, Stdout, 0, 0); !errors.Is(err, ErrNotFound) {
-		t.Errorf("read after retention: %v", err)
-	}
+	checkExpired(t, s, st.ID, "more than 200ms ago (the retention")
 }
 
 // TestJobLimit: the 33rd live job is refused; ending one makes room.

@@ -61,6 +61,19 @@ func (r *retained) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// release drops what an exited job no longer needs, the head capture (it
+// served the Result), and shrinks the tail ring to its content; it returns
+// the bytes the stream still holds. Call it only after the drain ended and
+// the Result was made.
+func (r *retained) release() int64 {
+	r.head = nil
+	if r.tail == nil {
+		return 0
+	}
+	r.tail.Compact()
+	return r.tail.Footprint()
+}
+
 // snapshot returns the retained bytes and the counters budget needs. For
 // head+tail the bytes are the head followed by what the tail holds past the
 // head, so the first and the last lines both survive.

@@ -82,6 +82,15 @@ type Config struct {
 	// MaxSessions bounds the sessions that keep state; past it the least
 	// recently used idle session is forgotten. 0 is DefaultMaxSessions.
 	MaxSessions int
+	// MaxRetainedJobs bounds the exited jobs kept readable; past it the
+	// job that exited first is forgotten (ErrJobExpired). 0 is
+	// DefaultMaxRetainedJobs.
+	MaxRetainedJobs int
+	// MaxRetainedBytes bounds the memory the exited jobs' output takes,
+	// all together (their tail rings, shrunk to their content, and their
+	// Results' views); past it the job that exited first is forgotten. 0
+	// is DefaultMaxRetainedBytes.
+	MaxRetainedBytes int64
 	// Logger receives one line per command at info level and lifecycle steps
 	// at debug level; nil is silent.
 	Logger *zerolog.Logger

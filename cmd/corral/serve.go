@@ -6,9 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -35,6 +37,14 @@ without a token is refused. SIGTERM or SIGINT stops accepting, aborts the
 running commands and kills every background job (their trees are killed)
 and exits 0.
 
+Connections: at most --max-connections are open at once (one more is
+answered 503 UNAVAILABLE with Retry-After: 1 and closed); a connection gets
+10 s to send a request's headers, --body-timeout for its body, and
+--idle-timeout between requests; a 401 closes it. Exited background jobs
+stay readable for 10 minutes, at most --max-retained-jobs of them and
+--max-retained-bytes of their output; past a cap the oldest is forgotten
+(404 NOT_FOUND saying it expired).
+
 Flags:
 `
 
@@ -49,14 +59,19 @@ const (
 
 // serverFlags are the flags shared by corral serve and corral mcp.
 type serverFlags struct {
-	listen        string
-	token         string
-	maxConcurrent int
-	dataDir       string
-	containment   string
-	grace         float64
-	logFormat     string
-	logLevel      string
+	listen         string
+	token          string
+	maxConnections int
+	idleTimeout    float64
+	bodyTimeout    float64
+	maxConcurrent  int
+	retainedJobs   int
+	retainedBytes  string
+	dataDir        string
+	containment    string
+	grace          float64
+	logFormat      string
+	logLevel       string
 }
 
 func (m *Main) serverFlagSet(name, usageText string, f *serverFlags, network bool) *flag.FlagSet {
@@ -69,8 +84,13 @@ func (m *Main) serverFlagSet(name, usageText string, f *serverFlags, network boo
 	if network {
 		fs.StringVar(&f.listen, "listen", "127.0.0.1:7823", "`address` to listen on: host:port, or unix:/path/to.sock (mode 0600)")
 		fs.StringVar(&f.token, "token", "", "bearer `token` required on every request but /healthz (default $CORRAL_TOKEN)")
+		fs.IntVar(&f.maxConnections, "max-connections", api.DefaultMaxConnections, "most connections open at once; one more is answered 503 UNAVAILABLE with Retry-After and closed")
+		fs.Float64Var(&f.idleTimeout, "idle-timeout", api.DefaultIdleTimeout.Seconds(), "`seconds` a keep-alive connection may sit idle between requests")
+		fs.Float64Var(&f.bodyTimeout, "body-timeout", api.DefaultBodyTimeout.Seconds(), "`seconds` a request body may take to arrive (else 408)")
 	}
 	fs.IntVar(&f.maxConcurrent, "max-concurrent", api.DefaultMaxConcurrent, "most commands running at once; more get RESOURCE_EXHAUSTED")
+	fs.IntVar(&f.retainedJobs, "max-retained-jobs", supervisor.DefaultMaxRetainedJobs, "most exited background jobs kept readable; past it the oldest is forgotten")
+	fs.StringVar(&f.retainedBytes, "max-retained-bytes", "64MiB", "most `size` (bytes, or with KiB, MiB or GiB) the exited jobs' output may take in memory, all together; past it the oldest is forgotten")
 	fs.StringVar(&f.dataDir, "data-dir", defaultDataDir(m.Getenv), "`directory` for spill files (default $CORRAL_DATA_DIR, else the XDG data directory + /corral)")
 	fs.StringVar(&f.containment, "containment", m.Getenv("CORRAL_CONTAINMENT"), "force a containment `tier`: cgroup2, cgroup1 or pgroup (default: the strongest that works; $CORRAL_CONTAINMENT)")
 	fs.Float64Var(&f.grace, "grace", supervisor.DefaultGrace.Seconds(), "`seconds` between SIGTERM and SIGKILL on the way down (0: SIGKILL at once)")
@@ -111,13 +131,22 @@ func (m *Main) newServer(f serverFlags, hint string, log zerolog.Logger) (*api.S
 	// The supervisor logs one line per command at info; the server already
 	// logs one per request, so only its warnings come through.
 	supLog := log.Level(max(zerolog.WarnLevel, log.GetLevel()))
+	if f.retainedJobs < 1 {
+		return nil, nil, 0, fmt.Errorf("--max-retained-jobs must be at least 1, got %d", f.retainedJobs)
+	}
+	retainedBytes, err := parseSize(f.retainedBytes)
+	if err != nil || retainedBytes < 1 {
+		return nil, nil, 0, fmt.Errorf("--max-retained-bytes: want a positive size such as 65536, 512KiB or 64MiB, got %q", f.retainedBytes)
+	}
 	sup, err := supervisor.New(supervisor.Config{
-		DataDir:     f.dataDir,
-		Grace:       grace,
-		Scrub:       []string{tokenEnv},
-		Containment: killtree.Config{Tier: killtree.Tier(f.containment)},
-		Logger:      &supLog,
-		TimeoutHint: hint,
+		DataDir:          f.dataDir,
+		Grace:            grace,
+		Scrub:            []string{tokenEnv},
+		Containment:      killtree.Config{Tier: killtree.Tier(f.containment)},
+		Logger:           &supLog,
+		TimeoutHint:      hint,
+		MaxRetainedJobs:  f.retainedJobs,
+		MaxRetainedBytes: retainedBytes,
 	})
 	if err != nil {
 		return nil, nil, 0, err
@@ -132,7 +161,7 @@ func (m *Main) newServer(f serverFlags, hint string, log zerolog.Logger) (*api.S
 		}
 	}
 	srv, err := api.New(api.Config{Supervisor: sup, Token: f.token, MaxConcurrent: f.maxConcurrent,
-		Logger: &log, Version: Version})
+		Logger: &log, Version: Version, BodyTimeout: seconds(f.bodyTimeout)})
 	if err != nil {
 		sup.Close()
 		return nil, nil, 0, err
@@ -164,6 +193,10 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	if err := checkExposure(f.listen, f.token); err != nil {
 		return err
 	}
+	if err := f.checkConnLimits(); err != nil {
+		fmt.Fprintln(m.Stderr, "corral serve:", err)
+		return errUsage
+	}
 	srv, sup, grace, err := m.newServer(f, serveTimeoutHint, log)
 	if err != nil {
 		return err
@@ -173,7 +206,10 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	// No ReadTimeout or WriteTimeout: they would cut NDJSON streams, MCP
+	// event streams and long polls. Bodies have the handler's own deadline.
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: api.HeaderTimeout, IdleTimeout: seconds(f.idleTimeout)}
+	ln = api.LimitListener(ln, f.maxConnections)
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	log.Info().Str("listen", listenAddr(ln)).Str("tier", string(sup.Tier())).Bool("auth", f.token != "").
@@ -200,6 +236,44 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	}
 	<-served // http.ErrServerClosed
 	return nil
+}
+
+// checkConnLimits refuses connection limits that would disable themselves.
+func (f serverFlags) checkConnLimits() error {
+	switch {
+	case f.maxConnections < 1:
+		return fmt.Errorf("--max-connections must be at least 1, got %d", f.maxConnections)
+	case !(f.idleTimeout > 0):
+		return fmt.Errorf("--idle-timeout must be more than 0 seconds, got %g", f.idleTimeout)
+	case !(f.bodyTimeout > 0):
+		return fmt.Errorf("--body-timeout must be more than 0 seconds, got %g", f.bodyTimeout)
+	}
+	return nil
+}
+
+// seconds converts flag seconds to a Duration.
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// parseSize parses a byte count with an optional KiB, MiB or GiB suffix.
+func parseSize(v string) (int64, error) {
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}} {
+		if n, ok := strings.CutSuffix(v, u.suffix); ok {
+			v, mult = strings.TrimSpace(n), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, err
+	}
+	if n > math.MaxInt64/mult || n < 0 {
+		return 0, fmt.Errorf("size %d out of range", n)
+	}
+	return n * mult, nil
 }
 
 // listenAddr is where ln listens, as --listen spells it (the port chosen
