@@ -77,6 +77,13 @@ type Request struct {
 	Session, Label string
 	// ResetSession clears the session's state before the command runs.
 	ResetSession bool
+	// Yield, when positive, hands the command over as a background job if
+	// it still runs after that long: Run then returns a Result with Running
+	// set, the job's ID and the model views of what it printed so far, and
+	// the command goes on in the same tree under the same timeout; its final
+	// Result comes from the job API and covers all its output. It must not
+	// exceed the timeout, and needs a free job slot (ErrTooManyJobs).
+	Yield time.Duration
 	// StdoutPolicy and StderrPolicy choose which end of a stream the model
 	// sees; "" means head for stdout and tail for stderr.
 	StdoutPolicy, StderrPolicy budget.Policy
@@ -137,6 +144,10 @@ func (s *Supervisor) validate(r Request) (validated, error) {
 			MinTimeout.Seconds(), s.maxTimeout.Seconds(), r.Timeout.Seconds())
 	default:
 		v.timeout = r.Timeout
+	}
+	if r.Yield < 0 || r.Yield > v.timeout {
+		return bad("yield must be between 0 and the timeout (%g seconds), got %g",
+			v.timeout.Seconds(), r.Yield.Seconds())
 	}
 	if r.Dir != "" {
 		fi, err := os.Stat(r.Dir)
@@ -264,6 +275,11 @@ func (s *Supervisor) environ(v validated, runID string, base []string) []string 
 				env = append(env, kv)
 			}
 		}
+	}
+	// An interactive job talks through pipes: Python would block-buffer its
+	// answers until it exits.
+	if _, set := v.Env["PYTHONUNBUFFERED"]; v.interactive && !set && !removed("PYTHONUNBUFFERED") {
+		env = append(env, "PYTHONUNBUFFERED=1")
 	}
 	for _, k := range slices.Sorted(maps.Keys(v.Env)) {
 		if k != RunIDEnv && !removed(k) {

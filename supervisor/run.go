@@ -28,6 +28,9 @@ func (s *Supervisor) Run(ctx context.Context, r Request) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	if v.Yield > 0 {
+		return s.runYielding(ctx, v)
+	}
 	p, err := s.start(v)
 	if err != nil {
 		return Result{}, err
