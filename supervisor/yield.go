@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/corral-sh/corral/budget"
@@ -12,6 +13,11 @@ import (
 // same tree, capture and timeout go on after the hand-over. Until the yield
 // the caller's ctx aborts it as it aborts any command.
 func (s *Supervisor) runYielding(ctx context.Context, v validated) (Result, error) {
+	var g *gate
+	if v.OnEvent != nil {
+		g = &gate{cb: v.OnEvent}
+		v.OnEvent = g.call
+	}
 	j, err := s.launchJob(v, false)
 	if err != nil {
 		return Result{}, err
@@ -24,10 +30,18 @@ func (s *Supervisor) runYielding(ctx context.Context, v validated) (Result, erro
 		j.cancelCause(context.Cause(ctx))
 		<-j.done
 	case <-timer.C:
+		// The caller's callback ends with the result this call returns; the
+		// job's later events are for the job API, not for it.
+		g.close()
 		if s.jobs.listJob(j) {
-			return j.p.soFar(j), nil
+			res := j.p.soFar(j)
+			g.deliver(res)
+			return res, nil
 		}
 		<-j.done
+		res, _ := j.exited()
+		g.deliver(*res)
+		return *res, nil
 	}
 	res, _ := j.exited()
 	return *res, nil
@@ -54,4 +68,42 @@ func (p *proc) soFar(j *job) Result {
 		"until it ends or its timeout of %s passes. Read what it prints next with job output (no cursor needed), "+
 		"wait for its result, or kill it.]", seconds(p.v.Yield), j.id, seconds(p.v.timeout)))
 	return res
+}
+
+// gate passes events to cb until it is closed; close waits for a callback
+// in progress, so none runs after it returns.
+// A nil *gate does nothing.
+type gate struct {
+	mu     sync.Mutex
+	cb     func(Event)
+	closed bool // guarded by mu
+	result bool // a result event went through; guarded by mu
+}
+
+func (g *gate) call(ev Event) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.closed {
+		g.result = g.result || ev.Event == EventResult
+		g.cb(ev)
+	}
+}
+
+func (g *gate) close() {
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	g.closed = true
+	g.mu.Unlock()
+}
+
+// deliver gives the closed gate's callback its result event, unless one
+// already went through.
+func (g *gate) deliver(res Result) {
+	if g == nil || g.result {
+		return
+	}
+	g.result = true
+	g.cb(Event{Event: EventResult, Result: &res})
 }

@@ -266,3 +266,27 @@ func reverse(s string) string {
 func lookPython() (string, error) { return execLookPath("python3") }
 
 var execLookPath = exec.LookPath
+
+func TestYieldEndsTheCallersEvents(t *testing.T) {
+	t.Parallel()
+	s := newSup(t, Config{})
+	rec := newRecorder(t)
+	res := run(t, s, Request{Yield: 300 * time.Millisecond, OnEvent: rec.on,
+		Command: "for i in $(seq 1 20); do echo $i; sleep 0.05; done"})
+	if !res.Running {
+		t.Fatalf("not yielded: %+v", res)
+	}
+	if _, err := s.WaitJob(context.Background(), res.JobID, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// The recorder fails the test on any event after the result.
+	if n := rec.count(EventResult); n != 1 {
+		t.Errorf("%d result events, want 1", n)
+	}
+	rec.mu.Lock()
+	last := rec.events[len(rec.events)-1]
+	rec.mu.Unlock()
+	if last.Event != EventResult || !last.Result.Running {
+		t.Errorf("the last event is %+v, want the running result", last)
+	}
+}
