@@ -57,7 +57,7 @@ func (m *Main) runFlagSet(f *runFlags) *flag.FlagSet {
 	}
 	fs.Float64Var(&f.timeout, "timeout", supervisor.DefaultTimeout.Seconds(), "timeout in `seconds`, 1 to 300")
 	fs.StringVar(&f.cwd, "cwd", "", "working `directory` (default the current one)")
-	fs.StringVar(&f.session, "session", "default", "session `ID` that names the spill directory ([A-Za-z0-9._-], 1-128)")
+	fs.StringVar(&f.session, "session", "default", "session `ID` that names the spill directory ([A-Za-z0-9._-], 1-128); corral run is stateless: each invocation is its own process, so no working directory or variable carries over (use the server or MCP for sessions)")
 	fs.StringVar(&f.label, "label", "bash", "`label` that starts spill file names ([A-Za-z0-9._-], 1-128)")
 	fs.StringVar(&f.dataDir, "data-dir", defaultDataDir(m.Getenv), "`directory` for spill files (default $CORRAL_DATA_DIR, else the XDG data directory + /corral)")
 	fs.StringVar(&f.stdoutPolicy, "stdout-policy", "head", "which part of stdout the model sees: head, tail or head+tail")
@@ -107,9 +107,10 @@ func (m *Main) run(ctx context.Context, args []string) error {
 		return m.invalid(f.json, &supervisor.RequestError{Reason: fmt.Sprintf("grace must be 0 or more seconds, got %g", f.grace)})
 	}
 	sup, err := supervisor.New(supervisor.Config{
-		DataDir:     f.dataDir,
-		Grace:       grace,
-		Containment: killtree.Config{Tier: killtree.Tier(f.containment)},
+		DataDir:        f.dataDir,
+		Grace:          grace,
+		Containment:    killtree.Config{Tier: killtree.Tier(f.containment)},
+		NoSessionState: true, // one command per process: nothing to carry it to
 	})
 	if err != nil {
 		return err
