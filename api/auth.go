@@ -3,7 +3,6 @@ package api
 import (
 	"crypto/sha256"
 	"crypto/subtle"
-	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -29,7 +28,7 @@ func (s *Server) auth(next http.Handler) http.Handler {
 			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="corral"`)
 			w.Header().Set("Connection", "close")
-			writeError(w, fmt.Errorf("%w: a valid \"Authorization: Bearer <token>\" header is required", ErrUnauthenticated))
+			writeError(w, errorf(ErrUnauthenticated, "a valid \"Authorization: Bearer <token>\" header is required"))
 			return
 		}
 		next.ServeHTTP(w, r)

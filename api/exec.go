@@ -1,13 +1,11 @@
 package api
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/corral-sh/corral/budget"
@@ -76,7 +74,7 @@ func (e ExecRequest) request(maxTimeout time.Duration) (supervisor.Request, erro
 	}
 	if e.Yield != nil {
 		if y := *e.Yield; y != y || y < 0 || y > supervisor.CeilingTimeout.Seconds() {
-			return req, fmt.Errorf("%w: yield must be between 0 and the timeout in seconds, got %v", ErrInvalidArgument, y)
+			return req, errorf(ErrInvalidArgument, "yield must be between 0 and the timeout in seconds, got %v", y)
 		}
 		req.Yield = time.Duration(*e.Yield * float64(time.Second))
 	}
@@ -95,8 +93,12 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	// A client that disconnects gets its command aborted without the
+	// grace (supervisor.ErrClientGone).
+	ctx, end := whileConnected(r.Context())
+	defer end(nil)
 	if !strings.Contains(r.Header.Get("Accept"), NDJSONType) {
-		res, err := s.run(r.Context(), req)
+		res, err := s.run(ctx, req)
 		if err != nil {
 			writeError(w, err)
 			return
@@ -107,12 +109,14 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 
 	// Streaming: the status line goes out with the first event, so a
 	// request refused before anything ran still gets its error status.
-	ctx, abort := context.WithCancel(r.Context())
-	defer abort()
-	st := &stream{w: w, rc: http.NewResponseController(w), abort: abort}
-	st.enc = json.NewEncoder(w)
+	// After Config.Heartbeat of silence a keepalive line goes out.
+	st := &stream{w: w, rc: http.NewResponseController(w), every: s.beat, last: time.Now(),
+		abort: func() { end(supervisor.ErrClientGone) }}
+	st.enc = NewEncoder(w)
 	req.OnEvent = st.event
+	stop := keepalive(s.beat, st.keepalive)
 	_, err = s.run(ctx, req)
+	stop()
 	switch {
 	case err != nil && !st.started:
 		writeError(w, err)
@@ -122,20 +126,50 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	st.rc.SetWriteDeadline(time.Time{})
 }
 
-// stream writes live events as NDJSON, one flushed line each. Its methods
-// are called from one goroutine at a time (supervisor.Request.OnEvent).
+// stream writes live events as NDJSON, one flushed line each. Events come
+// from one goroutine at a time (supervisor.Request.OnEvent), keepalives
+// from another; mu serialises them.
 type stream struct {
-	w       http.ResponseWriter
-	rc      *http.ResponseController
-	enc     *json.Encoder
-	abort   func()
-	started bool
-	failed  bool
+	w     http.ResponseWriter
+	rc    *http.ResponseController
+	enc   *json.Encoder
+	abort func()
+	every time.Duration
+
+	mu      sync.Mutex
+	last    time.Time // guarded by mu; when the last line went out
+	started bool      // guarded by mu
+	ended   bool      // guarded by mu; the result (or error) line went out
+	failed  bool      // guarded by mu
 }
 
-func (st *stream) event(ev supervisor.Event) { st.write(ev) }
+func (st *stream) event(ev supervisor.Event) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.writeLocked(ev)
+	st.ended = ev.Event == supervisor.EventResult
+}
+
+// keepalive writes a keepalive line when the stream was silent for st.every
+// (and has begun, and not ended), and returns when the next one is due.
+func (st *stream) keepalive() time.Time {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.started && !st.ended && time.Since(st.last) >= st.every {
+		st.writeLocked(supervisor.Event{Event: EventKeepalive})
+	}
+	return st.last.Add(st.every)
+}
 
 func (st *stream) write(v any) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.writeLocked(v)
+	st.ended = true
+}
+
+func (st *stream) writeLocked(v any) {
+	st.last = time.Now()
 	if st.failed {
 		return
 	}
@@ -157,57 +191,8 @@ func (st *stream) write(v any) {
 }
 
 // fail stops writing and aborts the command: the client is gone or stopped
-// reading.
+// reading, so its tree gets SIGKILL at once.
 func (st *stream) fail() {
 	st.failed = true
 	st.abort()
-}
-
-// decode reads one JSON object of at most MaxBodyBytes into v, refusing
-// unknown fields and trailing data.
-func decode(w http.ResponseWriter, r *http.Request, v any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
-	if err == nil {
-		if dec.Decode(&json.RawMessage{}) != io.EOF {
-			err = errors.New("trailing data after the JSON object")
-		}
-	}
-	var tooBig *http.MaxBytesError
-	var typeErr *json.UnmarshalTypeError
-	var syntaxErr *json.SyntaxError
-	switch {
-	case err == nil:
-		return nil
-	case errors.As(err, &tooBig):
-		return fmt.Errorf("%w: the body exceeds %d bytes", ErrTooLarge, MaxBodyBytes)
-	case errors.Is(err, ErrBodyTimeout):
-		return err
-	case errors.As(err, &typeErr) && typeErr.Field != "":
-		return fmt.Errorf("%w: field %s: expected %s, got %s", ErrInvalidArgument, typeErr.Field, typeName(typeErr.Type.String()), typeErr.Value)
-	case errors.As(err, &typeErr):
-		return fmt.Errorf("%w: expected a JSON object, got %s", ErrInvalidArgument, typeErr.Value)
-	case errors.As(err, &syntaxErr), errors.Is(err, io.ErrUnexpectedEOF):
-		return fmt.Errorf("%w: malformed JSON: %v", ErrInvalidArgument, err)
-	case errors.Is(err, io.EOF):
-		return fmt.Errorf("%w: the body is empty; a JSON object is required", ErrInvalidArgument)
-	}
-	// Unknown fields and trailing data: encoding/json has no typed error.
-	return fmt.Errorf("%w: %s", ErrInvalidArgument, strings.TrimPrefix(err.Error(), "json: "))
-}
-
-// typeName turns a Go type into the JSON word for it.
-func typeName(goType string) string {
-	switch {
-	case strings.HasPrefix(goType, "map["):
-		return "object"
-	case strings.Contains(goType, "int"), strings.Contains(goType, "float"):
-		return "number"
-	case strings.Contains(goType, "string"):
-		return "string"
-	case strings.Contains(goType, "bool"):
-		return "boolean"
-	}
-	return goType
 }

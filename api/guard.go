@@ -1,7 +1,6 @@
 package api
 
 import (
-	"fmt"
 	"net"
 	"net/http"
 )
@@ -10,15 +9,15 @@ import (
 // a cross-origin browser request (CSRF: a page POSTing to 127.0.0.1) and a
 // DNS-rebound one (a page whose own host name now resolves to 127.0.0.1).
 // Both matter most without a token, the default on loopback. Refusals are
-// 403 with the error JSON, code UNAUTHENTICATED.
+// 403 with the error JSON, code PERMISSION_DENIED.
 func (s *Server) guard(next http.Handler) http.Handler {
 	cop := http.NewCrossOriginProtection()
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, fmt.Errorf("%w: cross-origin browser requests are refused", ErrForbidden))
+		writeError(w, errorf(ErrForbidden, "cross-origin browser requests are refused"))
 	}))
 	return cop.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if rebound(r) {
-			writeError(w, fmt.Errorf("%w: host %q is not a loopback name on a loopback address", ErrForbidden, r.Host))
+			writeError(w, errorf(ErrForbidden, "host %q is not a loopback name on a loopback address", r.Host))
 			return
 		}
 		next.ServeHTTP(w, r)

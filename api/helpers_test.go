@@ -51,6 +51,14 @@ func withMaxConcurrent(n int) option {
 	return func(c *api.Config, _ *supervisor.Config) { c.MaxConcurrent = n }
 }
 
+func withGrace(d time.Duration) option {
+	return func(_ *api.Config, c *supervisor.Config) { c.Grace = d }
+}
+
+func withHeartbeat(d time.Duration) option {
+	return func(c *api.Config, _ *supervisor.Config) { c.Heartbeat = d }
+}
+
 // newEnv starts a server with a fresh data directory and a short grace, and
 // tears everything down at the end of the test.
 func newEnv(t *testing.T, opts ...option) *env {

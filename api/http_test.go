@@ -125,8 +125,12 @@ func TestExecInvalid(t *testing.T) {
 			if code != tt.status {
 				t.Errorf("status %d, want %d: %s", code, tt.status, b)
 			}
-			if got := errorCode(t, b); got != api.CodeInvalidArgument {
-				t.Errorf("code %s, want INVALID_ARGUMENT", got)
+			want := api.CodeInvalidArgument
+			if tt.status == http.StatusRequestEntityTooLarge {
+				want = api.CodeResourceExhausted
+			}
+			if got := errorCode(t, b); got != want {
+				t.Errorf("code %s, want %s", got, want)
 			}
 		})
 	}
@@ -248,7 +252,7 @@ func TestReadGrepRefused(t *testing.T) {
 		{"missing", filepath.Join(dir, "nope.log"), api.CodeNotFound, 404},                               // no such file
 		{"directory", dir, api.CodeNotFound, 404},                                                        // not a file
 		{"empty path", "", api.CodeNotFound, 404},                                                        // nothing
-		{"binary", bin, api.CodeBinaryContent, 422},                                                      // NUL bytes
+		{"binary", bin, api.CodeBinaryContent, 400},                                                      // NUL bytes
 	}
 	for _, tt := range tests {
 		for _, ep := range []string{"/v1/read", "/v1/grep"} {
@@ -404,7 +408,7 @@ func TestBrowserGuard(t *testing.T) {
 		if resp.StatusCode != tt.status || (tt.status == 200) != (statErr == nil) {
 			t.Errorf("%s: status %d (ran: %v), want %d: %s", tt.name, resp.StatusCode, statErr == nil, tt.status, b)
 		}
-		if tt.status == 403 && errorCode(t, b) != api.CodeUnauthenticated {
+		if tt.status == 403 && errorCode(t, b) != api.CodePermissionDenied {
 			t.Errorf("%s: %s", tt.name, b)
 		}
 	}

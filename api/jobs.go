@@ -60,14 +60,14 @@ func lifetime(sec float64) (time.Duration, error) {
 	ns := sec * float64(time.Second)
 	switch {
 	case math.IsNaN(sec) || math.IsInf(sec, 0):
-		return 0, fmt.Errorf("%w: lifetime must be a finite number of seconds, got %v", ErrInvalidArgument, sec)
+		return 0, errorf(ErrInvalidArgument, "lifetime must be a finite number of seconds, got %v", sec)
 	case ns >= math.MaxInt64:
 		return math.MaxInt64, nil
 	case ns <= -math.MaxInt64:
 		return -math.MaxInt64, nil
 	case time.Duration(ns) == 0:
-		return 0, fmt.Errorf("%w: lifetime must be at least %g seconds, got %v",
-			ErrInvalidArgument, supervisor.MinTimeout.Seconds(), sec)
+		return 0, errorf(ErrInvalidArgument, "lifetime must be at least %g seconds, got %v",
+			supervisor.MinTimeout.Seconds(), sec)
 	}
 	return time.Duration(ns), nil
 }
@@ -77,7 +77,7 @@ func (s *Server) startJob(req supervisor.JobRequest) (supervisor.JobStarted, err
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return supervisor.JobStarted{}, fmt.Errorf("%w: the server is shutting down", ErrUnavailable)
+		return supervisor.JobStarted{}, errorf(ErrUnavailable, "the server is shutting down")
 	}
 	s.starts.Add(1)
 	s.mu.Unlock()
@@ -148,8 +148,7 @@ func (s *Server) jobOutput(w http.ResponseWriter, r *http.Request) {
 	if q.Has("after") {
 		var err error
 		if after, err = queryInt(q.Get("after"), "after"); err == nil && after < 0 {
-			err = fmt.Errorf("%w: after must be a byte offset of 0 or more (omit it to continue from the previous read), got %d",
-				ErrInvalidArgument, after)
+			err = errorf(ErrInvalidArgument, "after must be a byte offset of 0 or more (omit it to continue from the previous read), got %d", after)
 		}
 		if err != nil {
 			writeError(w, err)
@@ -187,7 +186,7 @@ func (s *Server) jobStdin(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("close"); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
-			writeError(w, fmt.Errorf("%w: close must be true or false, got %q", ErrInvalidArgument, v))
+			writeError(w, errorf(ErrInvalidArgument, "close must be true or false, got %q", v))
 			return
 		}
 		closeStdin = b
@@ -196,9 +195,9 @@ func (s *Server) jobStdin(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			err = fmt.Errorf("%w: the body exceeds %d bytes; write stdin in smaller pieces", ErrTooLarge, MaxBodyBytes)
+			err = errorf(ErrTooLarge, "the body exceeds %d bytes; write stdin in smaller pieces", MaxBodyBytes)
 		} else if !errors.Is(err, ErrBodyTimeout) {
-			err = fmt.Errorf("%w: reading the body: %v", ErrInvalidArgument, err)
+			err = errorf(ErrInvalidArgument, "reading the body: %v", err)
 		}
 		writeError(w, err)
 		return
@@ -253,7 +252,7 @@ func (s *Server) jobRunning(id string) error {
 		return err
 	}
 	if j.State == supervisor.JobRunning {
-		return fmt.Errorf("%w: %s", supervisor.ErrStillRunning, id)
+		return errorf(supervisor.ErrStillRunning, "job %s still running", id)
 	}
 	return nil
 }
@@ -275,7 +274,7 @@ func queryInt(v, name string) (int64, error) {
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("%w: %s must be a whole number of bytes, got %q", ErrInvalidArgument, name, v)
+		return 0, errorf(ErrInvalidArgument, "%s must be a whole number of bytes, got %q", name, v)
 	}
 	return n, nil
 }
@@ -288,7 +287,7 @@ func querySeconds(v, name string, lo, hi time.Duration) (time.Duration, error) {
 	}
 	f, err := strconv.ParseFloat(v, 64)
 	if err != nil {
-		return 0, fmt.Errorf("%w: %s must be a number of seconds, got %q", ErrInvalidArgument, name, v)
+		return 0, errorf(ErrInvalidArgument, "%s must be a number of seconds, got %q", name, v)
 	}
 	return seconds(f, name, lo, hi)
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -263,15 +264,36 @@ func TestJobInteractiveHTTP(t *testing.T) {
 	}
 }
 
-// TestJobLifetimeHTTP: a job with lifetime 1 is killed at its end with
-// its whole tree, the setsid child included.
+// TestJobLifetimeHTTP: a job is killed at the end of its lifetime with
+// its whole tree, the setsid child included. The two processes the kill
+// count relies on each write a readiness file when they run, and the test
+// waits for both before it waits for the end: the count then cannot depend
+// on how fast a loaded machine started them. The lifetime leaves them 5 s
+// to start.
 func TestJobLifetimeHTTP(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	_, marker := proctest.Marker(t)
-	st := e.startJob(`{"command":` + jsonString(marked(marker, "setsid sleep 600 & sleep 600")) + `,"lifetime":1}`)
+	dir := t.TempDir()
+	ready := func(name string) string { return filepath.Join(dir, name) }
+	command := fmt.Sprintf(`setsid sh -c 'echo > %s; exec sleep 600' & sh -c 'echo > %s; exec sleep 600'`,
+		ready("setsid"), ready("child"))
+	st := e.startJob(`{"command":` + jsonString(marked(marker, command)) + `,"lifetime":5}`)
+	waitFor(t, 30*time.Second, func() bool {
+		_, err1 := os.Stat(ready("setsid"))
+		_, err2 := os.Stat(ready("child"))
+		if err1 != nil || err2 != nil {
+			for _, j := range e.sup.Jobs() {
+				if j.ID == st.ID && j.State != supervisor.JobRunning {
+					t.Fatalf("the job ended before both processes started (setsid %v, child %v)", err1, err2)
+				}
+			}
+			return false
+		}
+		return true
+	})
 	res := e.wait(st.ID)
-	if !res.TimedOut || res.ExitCode != nil || res.Kill.Processes < 2 || !strings.Contains(res.Stderr, "lifetime of 1s") {
+	if !res.TimedOut || res.ExitCode != nil || res.Kill.Processes < 2 || !strings.Contains(res.Stderr, "lifetime of 5s") {
 		t.Errorf("result %+v", res)
 	}
 	proctest.NoSurvivors(t, marker, time.Second)
@@ -425,9 +447,9 @@ func TestJobErrorsHTTP(t *testing.T) {
 		{"stdin not interactive", "POST", "/v1/jobs/" + plain + "/stdin", "x", 400, api.CodeInvalidArgument}, // reads /dev/null
 		{"stdin closed", "POST", "/v1/jobs/" + closed + "/stdin", "x", 400, api.CodeInvalidArgument},         // closed above
 		{"stdin bad close", "POST", "/v1/jobs/" + running + "/stdin?close=maybe", "", 400, api.CodeInvalidArgument},
-		{"stdin too large", "POST", "/v1/jobs/" + running + "/stdin", big, 413, api.CodeInvalidArgument},           // over 1 MiB
-		{"wait deadline", "POST", "/v1/jobs/" + running + "/wait?timeout=0.2", "", 408, api.CodeResourceExhausted}, // still running
-		{"wait no time", "POST", "/v1/jobs/" + running + "/wait?timeout=0", "", 408, api.CodeResourceExhausted},    // checks only
+		{"stdin too large", "POST", "/v1/jobs/" + running + "/stdin", big, 413, api.CodeResourceExhausted},        // over 1 MiB
+		{"wait deadline", "POST", "/v1/jobs/" + running + "/wait?timeout=0.2", "", 408, api.CodeDeadlineExceeded}, // still running
+		{"wait no time", "POST", "/v1/jobs/" + running + "/wait?timeout=0", "", 408, api.CodeDeadlineExceeded},    // checks only
 		{"wait timeout too long", "POST", "/v1/jobs/" + running + "/wait?timeout=301", "", 400, api.CodeInvalidArgument},
 		{"wait timeout bad", "POST", "/v1/jobs/" + running + "/wait?timeout=x", "", 400, api.CodeInvalidArgument},
 		{"start empty body", "POST", "/v1/jobs", "", 400, api.CodeInvalidArgument},                                        // JSON required
@@ -441,7 +463,7 @@ func TestJobErrorsHTTP(t *testing.T) {
 		{"lifetime huge", "POST", "/v1/jobs", `{"command":"true","lifetime":1e300}`, 400, api.CodeInvalidArgument},        // no overflow
 		{"lifetime string", "POST", "/v1/jobs", `{"command":"true","lifetime":"5"}`, 400, api.CodeInvalidArgument},        // wrong type
 		{"interactive with stdin", "POST", "/v1/jobs", `{"command":"cat","interactive":true,"stdin":"x"}`, 400, api.CodeInvalidArgument},
-		{"start too large", "POST", "/v1/jobs", `{"command":"` + big + `"}`, 413, api.CodeInvalidArgument}, // over 1 MiB
+		{"start too large", "POST", "/v1/jobs", `{"command":"` + big + `"}`, 413, api.CodeResourceExhausted}, // over 1 MiB
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -496,7 +518,7 @@ func TestJobAuthHTTP(t *testing.T) {
 	}
 	// A cross-origin browser request is refused too.
 	code, b := e.do(context.Background(), "DELETE", "/v1/jobs/"+st.ID, "", "Origin", "https://evil.example", "Sec-Fetch-Site", "cross-site")
-	if code != http.StatusForbidden || errorCode(t, b) != api.CodeUnauthenticated {
+	if code != http.StatusForbidden || errorCode(t, b) != api.CodePermissionDenied {
 		t.Errorf("cross-origin DELETE: %d %s", code, b)
 	}
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -70,19 +71,20 @@ type deadlineBody struct {
 func (b *deadlineBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
-		err = fmt.Errorf("%w: the request body did not arrive within %s", ErrBodyTimeout, b.timeout)
+		err = errorf(ErrBodyTimeout, "the request body did not arrive within %s", b.timeout)
 	}
 	return n, err
 }
 
 // LimitListener returns a listener that keeps at most max of ln's
 // connections open at once (0 is DefaultMaxConnections). Past that it
-// answers a new connection at once with 503 and the error JSON, code
-// UNAVAILABLE, with Retry-After and "Connection: close", reads what the
-// client sends for at most half a second so the answer is not lost to a
-// reset, and closes it; when 64 refusals are already under way it closes
-// the connection without an answer. A connection's slot is freed when it is
-// closed. Close closes ln and waits for the refusals under way.
+// answers the first request of a new connection with 503 and the error
+// JSON, code UNAVAILABLE, with Retry-After and "Connection: close", and
+// closes the connection; a refused connection gets half a second in all
+// to send its request's headers and read the answer, and when 64 refusals
+// are already under way it is closed at once without an answer. A
+// connection's slot is freed when it is closed. Close closes ln and waits
+// for the refusals under way.
 func LimitListener(ln net.Listener, max int) net.Listener {
 	if max <= 0 {
 		max = DefaultMaxConnections
@@ -141,13 +143,20 @@ func (c *limitConn) Close() error {
 	return err
 }
 
-// refuse writes the 503 to c, closes c's sending side, and reads what the
-// client sends until it closes or refuseLinger passes, then closes c. The
-// read matters: closing a socket with unread bytes sends a reset, which can
-// destroy the answer before the client reads it.
+// refuse answers the request on c with the 503 and closes c. It waits
+// for the request's headers first: an answer before the request is an
+// "unsolicited response" that HTTP clients (Go's among them) fail on. A
+// connection that sends no headers within refuseLinger is closed without
+// an answer. After the answer it closes its sending side and reads what
+// the client still sends until it closes or the linger ends: closing a
+// socket with unread bytes sends a reset, which can destroy the answer
+// before the client reads it.
 func refuse(c net.Conn, resp []byte) {
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(refuseLinger))
+	if !readHeaders(c) {
+		return
+	}
 	if _, err := c.Write(resp); err != nil {
 		return
 	}
@@ -157,10 +166,30 @@ func refuse(c net.Conn, resp []byte) {
 	io.Copy(io.Discard, io.LimitReader(c, 64<<10))
 }
 
+// readHeaders reads from c until the blank line that ends a request's
+// headers, and reports whether it came within 64 KiB.
+func readHeaders(c net.Conn) bool {
+	var buf [4096]byte
+	var tail []byte // the last bytes read, to find the end across reads
+	for n := 0; n < 64<<10; {
+		k, err := c.Read(buf[:])
+		n += k
+		tail = append(tail, buf[:k]...)
+		if bytes.Contains(tail, []byte("\r\n\r\n")) {
+			return true
+		}
+		tail = tail[max(0, len(tail)-3):]
+		if err != nil {
+			return false
+		}
+	}
+	return false
+}
+
 // refusal builds the 503 response of a full listener.
 func refusal(max int) []byte {
-	body, _ := json.Marshal(NewErrorBody(fmt.Errorf("%w: the server has %d connections open, the most it allows; retry later",
-		ErrUnavailable, max)))
+	body, _ := json.Marshal(ErrorBody{Error: ErrorDetail{Code: CodeUnavailable,
+		Message: fmt.Sprintf("the server has %d connections open, the most it allows; retry later", max)}})
 	body = append(body, '\n')
 	head := "HTTP/1.1 503 Service Unavailable\r\n" +
 		"Content-Type: application/json\r\n" +

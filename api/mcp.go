@@ -3,7 +3,9 @@ package api
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -48,14 +50,15 @@ The text result is stdout, then stderr after a [stderr] line, then one status li
 		thousands(budget.SearchMaxLines), budget.SearchMaxBytes>>10, thousands(budget.MaxLineChars))
 }
 
-var readDescription = fmt.Sprintf(`Read a window of lines from a spill file: the fuller copy of a bash result's stdout or stderr that was cut, named in its [truncated: ...] marker and in stdoutInfo.spillPath / stderrInfo.spillPath. Only files under the server's data directory can be read.
+var readDescription = fmt.Sprintf(`Read a window of lines from a spill file: the fuller copy of a bash result's stdout or stderr that was cut, named in its [truncated: ...] marker and in stdoutInfo.spillPath / stderrInfo.spillPath. Only regular files under the server's data directory (its scratch directory) can be read; symlinks are not followed.
 
-offset is the 1-based first line (default 1), limit the number of lines (default %s). A window stops at %s lines or %d KiB, whichever comes first; lines longer than %s characters are clipped, and notice counts them. content is the file's text, byte for byte, without line numbers. When the window did not reach the end, notice names the offset to continue from; totalLines appears once the end was reached. Binary files are refused with TOOL_BINARY_CONTENT.`,
-	thousands(budget.SearchMaxLines), thousands(budget.SearchMaxLines), budget.SearchMaxBytes>>10, thousands(budget.MaxLineChars))
+offset is the 1-based first line (default 1), limit the number of lines (default %s). A window stops at %s lines or %d KiB, whichever comes first; lines longer than %s characters are clipped, and notice counts them. content is the file's text, byte for byte (invalid UTF-8 and NUL bytes shown as U+FFFD), without line numbers. When the window did not reach the end, notice names the offset to continue from; totalLines appears once the end was reached. A spill that holds only part of the output (it stops at the spill cap, %d KiB by default) sets partial: true, and notice says which part it holds. Binary files are refused with TOOL_BINARY_CONTENT.`,
+	thousands(budget.SearchMaxLines), thousands(budget.SearchMaxLines), budget.SearchMaxBytes>>10, thousands(budget.MaxLineChars),
+	spill.DefaultMaxBytes>>10)
 
-var grepDescription = fmt.Sprintf(`Search a spill file (the fuller copy of a cut bash result, named in its [truncated: ...] marker and in stdoutInfo.spillPath / stderrInfo.spillPath) for lines matching a regular expression (RE2 syntax). Only files under the server's data directory can be searched.
+var grepDescription = fmt.Sprintf(`Search a spill file (the fuller copy of a cut bash result, named in its [truncated: ...] marker and in stdoutInfo.spillPath / stderrInfo.spillPath) for lines matching a regular expression (RE2 syntax). Only regular files under the server's data directory (its scratch directory) can be searched; symlinks are not followed.
 
-Returns matches with their 1-based line numbers, at most headLimit of them (default %d; more set truncated: true), within %d KiB; lines longer than %s characters are clipped. Use read_output with offset near a match's line to see its context.`,
+Returns matches with their 1-based line numbers, at most headLimit of them (default %d; more set truncated: true), within %d KiB; lines longer than %s characters are clipped. On a spill that holds only part of the output, partial: true and notice says which part. Use read_output with offset near a match's line to see its context.`,
 	budget.DefaultHeadLimit, budget.SearchMaxBytes>>10, thousands(budget.MaxLineChars))
 
 // thousands formats n with a comma every three digits ("4,000").
@@ -70,21 +73,58 @@ func thousands(n int) string {
 func (s *Server) newMCPServer() *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "corral", Version: s.version},
 		&mcp.ServerOptions{Capabilities: &mcp.ServerCapabilities{}})
-	mcp.AddTool(srv, &mcp.Tool{Name: ToolBash, Description: bashDescription(s.sup.MaxTimeout())}, s.bashTool)
+	s.toolInputs = make(map[string]reflect.Type)
+	srv.AddReceivingMiddleware(s.strictArguments)
+	addTool(s, srv, &mcp.Tool{Name: ToolBash, Description: bashDescription(s.sup.MaxTimeout())}, s.bashTool)
 	s.addJobTools(srv)
-	mcp.AddTool(srv, &mcp.Tool{Name: ToolReadOutput, Description: readDescription,
+	addTool(s, srv, &mcp.Tool{Name: ToolReadOutput, Description: readDescription,
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, s.readTool)
-	mcp.AddTool(srv, &mcp.Tool{Name: ToolGrepOutput, Description: grepDescription,
+	addTool(s, srv, &mcp.Tool{Name: ToolGrepOutput, Description: grepDescription,
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, s.grepTool)
 	return srv
 }
 
-// toolError makes err a tool error whose text starts with its wire code, so
-// the model can tell a bad argument from a missing file.
-func toolError(err error) error { return fmt.Errorf("%s: %w", Code(err), err) }
+// addTool adds a typed tool to srv and records its input type, against
+// which strictArguments checks the raw arguments of each call.
+func addTool[In, Out any](s *Server, srv *mcp.Server, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out]) {
+	s.toolInputs[t.Name] = reflect.TypeFor[In]()
+	mcp.AddTool(srv, t, h)
+}
 
-// bashTool runs one command. Cancelling the request (ctx) aborts it and
-// kills its tree; live output goes out as progress notifications when the
+// strictArguments checks a tool call's raw arguments with checkStrict
+// before the SDK decodes them (which, like encoding/json, would let the
+// last of two duplicate keys win): a call they fail gets an
+// INVALID_ARGUMENT tool error and no tool runs. A tool added without
+// addTool is checked for all but its key names.
+func (s *Server) strictArguments(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if call, ok := req.(*mcp.CallToolRequest); ok && call.Params != nil && len(call.Params.Arguments) > 0 {
+			if err := checkStrict(call.Params.Arguments, s.toolInputs[call.Params.Name]); err != nil {
+				res := &mcp.CallToolResult{}
+				res.SetError(toolError(err))
+				return res, nil
+			}
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// toolError makes err a tool error whose text is its wire code and wire
+// message ("INVALID_ARGUMENT: timeout must be ..."), so the model can tell
+// a bad argument from a missing file. errors.Is and errors.As still reach
+// err.
+func toolError(err error) error { return codedError{err} }
+
+type codedError struct{ err error }
+
+func (e codedError) Error() string { return Code(e.err) + ": " + Message(e.err) }
+func (e codedError) Unwrap() error { return e.err }
+
+// bashTool runs one command. Cancelling the request (ctx:
+// notifications/cancelled) aborts it and kills its tree after the grace; a
+// client that disconnected from the POST that carried the call gets it
+// killed at once (callContext). Live output, and a heartbeat after
+// Config.Heartbeat of silence, go out as progress notifications when the
 // client asked for them with a progress token. With background it starts a
 // job instead. The structured content is the Result, or the JobStarted of
 // a background job (hence no fixed output schema).
@@ -97,26 +137,38 @@ func (s *Server) bashTool(ctx context.Context, req *mcp.CallToolRequest, in Bash
 		s.metrics.outcome(OutcomeInvalid)
 		return nil, nil, toolError(err)
 	}
+	ctx, end := s.callContext(ctx, req)
+	defer end()
+	stop := func() {}
 	if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
-		p := &progress{ctx: ctx, session: req.Session, token: tok}
+		p := &progress{ctx: ctx, session: req.Session, token: tok, every: s.beat, last: time.Now()}
 		r.OnEvent = p.event
+		stop = keepalive(s.beat, p.keepalive)
 	}
 	res, err := s.run(ctx, r)
+	stop()
 	if err != nil {
 		return nil, nil, toolError(err)
 	}
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: modelText(res)}}}, res, nil
 }
 
-// progress forwards live output as progress notifications. Its methods are
-// called from one goroutine at a time; volume is bounded by the
-// supervisor's live cap. Progress counts notifications, so it increases.
+// progress forwards live output as progress notifications, and after
+// Config.Heartbeat of silence sends one without output (a heartbeat, so a
+// client that resets its timeout on progress keeps waiting for a quiet
+// command). Events come from one goroutine at a time, heartbeats from
+// another; mu serialises them. Volume is bounded by the supervisor's live
+// cap. Progress counts notifications, so it increases.
 type progress struct {
 	ctx     context.Context
 	session *mcp.ServerSession
 	token   any
-	n       float64
-	failed  bool
+	every   time.Duration
+
+	mu     sync.Mutex
+	last   time.Time // guarded by mu; when the last notification went out
+	n      float64   // guarded by mu
+	failed bool      // guarded by mu
 }
 
 func (p *progress) event(ev supervisor.Event) {
@@ -129,6 +181,24 @@ func (p *progress) event(ev supervisor.Event) {
 	default:
 		return
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.notifyLocked(msg, mcp.Meta{"stream": ev.Stream, "seq": ev.Seq, "event": ev.Event})
+}
+
+// keepalive sends a heartbeat when nothing went out for p.every, and
+// returns when the next one is due.
+func (p *progress) keepalive() time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if time.Since(p.last) >= p.every {
+		p.notifyLocked("", mcp.Meta{"event": EventKeepalive})
+	}
+	return p.last.Add(p.every)
+}
+
+func (p *progress) notifyLocked(msg string, meta mcp.Meta) {
+	p.last = time.Now()
 	if p.failed {
 		return
 	}
@@ -137,7 +207,7 @@ func (p *progress) event(ev supervisor.Event) {
 		ProgressToken: p.token,
 		Progress:      p.n,
 		Message:       msg,
-		Meta:          mcp.Meta{"stream": ev.Stream, "seq": ev.Seq, "event": ev.Event},
+		Meta:          meta,
 	})
 	// A client that cannot take notifications gets none; its request
 	// still gets the result.
@@ -206,5 +276,5 @@ func (s *Server) grepTool(ctx context.Context, req *mcp.CallToolRequest, in Grep
 	if err != nil {
 		return nil, budget.GrepResult{}, toolError(err)
 	}
-	return nil, res, nil
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: jsonText(res)}}}, res, nil
 }

@@ -55,8 +55,9 @@ const jobRingBytes = 512 << 10
 var (
 	jobLifetimeText = fmt.Sprintf("%s by default, %g s to %s allowed",
 		minutes(supervisor.DefaultJobLifetime), supervisor.MinTimeout.Seconds(), hours(supervisor.DefaultMaxJobLifetime))
-	jobLimitsText = fmt.Sprintf(`A job is killed at the end of its lifetime (%s), with its whole process tree. After it exits it stays readable for %s, then it is forgotten. At most %d jobs run at once; one more is refused with RESOURCE_EXHAUSTED.`,
-		jobLifetimeText, minutes(supervisor.DefaultJobRetention), supervisor.DefaultMaxJobs)
+	jobLimitsText = fmt.Sprintf(`A job is killed at the end of its lifetime (%s), with its whole process tree. After it exits it stays readable for %s, then it is forgotten; sooner when more than %d exited jobs (or %d MiB of their output) are kept, the oldest first. At most %d jobs run at once; one more is refused with RESOURCE_EXHAUSTED.`,
+		jobLifetimeText, minutes(supervisor.DefaultJobRetention), supervisor.DefaultMaxRetainedJobs,
+		supervisor.DefaultMaxRetainedBytes>>20, supervisor.DefaultMaxJobs)
 	jobWindowText = fmt.Sprintf(`Output is read with a byte cursor per stream, in windows of at most %d KiB / %s lines: start with after=0 and pass the returned next as after on the next call. A read may wait (long poll, up to %g s) for new output or the job's end. When the reader fell behind what the server still holds (the last %d KiB of each stream), skippedBytes says how many bytes were missed.`,
 		budget.DefaultMaxBytes>>10, thousands(budget.DefaultMaxLines), supervisor.MaxOutputWait.Seconds(),
 		jobRingBytes>>10)
@@ -80,18 +81,18 @@ func minutes(d time.Duration) string { return fmt.Sprintf("%g min", d.Minutes())
 func hours(d time.Duration) string   { return fmt.Sprintf("%g h", d.Hours()) }
 
 func (s *Server) addJobTools(srv *mcp.Server) {
-	mcp.AddTool(srv, &mcp.Tool{Name: ToolJobOutput, Description: jobOutputDescription,
+	addTool(s, srv, &mcp.Tool{Name: ToolJobOutput, Description: jobOutputDescription,
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, s.jobOutputTool)
-	mcp.AddTool(srv, &mcp.Tool{Name: ToolJobInput, Description: jobInputDescription}, s.jobInputTool)
-	mcp.AddTool(srv, &mcp.Tool{Name: ToolJobKill, Description: jobKillDescription}, s.jobKillTool)
-	mcp.AddTool(srv, &mcp.Tool{Name: ToolJobList, Description: jobListDescription,
+	addTool(s, srv, &mcp.Tool{Name: ToolJobInput, Description: jobInputDescription}, s.jobInputTool)
+	addTool(s, srv, &mcp.Tool{Name: ToolJobKill, Description: jobKillDescription}, s.jobKillTool)
+	addTool(s, srv, &mcp.Tool{Name: ToolJobList, Description: jobListDescription,
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, s.jobListTool)
 }
 
 // bashBackground starts the bash tool's command as a background job.
 func (s *Server) bashBackground(in BashInput) (*mcp.CallToolResult, any, error) {
 	if !in.Background {
-		return nil, nil, toolError(fmt.Errorf("%w: lifetime and interactive need background: true", ErrInvalidArgument))
+		return nil, nil, toolError(errorf(ErrInvalidArgument, "lifetime and interactive need background: true"))
 	}
 	req, err := JobRequest{ExecRequest: ExecRequest{Command: in.Command, Timeout: in.Timeout, Cwd: in.Cwd},
 		Lifetime: in.Lifetime, Interactive: in.Interactive}.request(s.sup.MaxTimeout())
@@ -165,14 +166,15 @@ func (s *Server) jobKillTool(ctx context.Context, req *mcp.CallToolRequest, in J
 }
 
 func (s *Server) jobListTool(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, JobList, error) {
-	return nil, JobList{Jobs: s.sup.Jobs()}, nil
+	list := JobList{Jobs: s.sup.Jobs()}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: jsonText(list)}}}, list, nil
 }
 
 // seconds converts a wire duration that must lie in [lo, hi].
 func seconds(f float64, name string, lo, hi time.Duration) (time.Duration, error) {
 	if f < lo.Seconds() || f > hi.Seconds() || f != f {
-		return 0, fmt.Errorf("%w: %s must be between %g and %g seconds, got %v",
-			ErrInvalidArgument, name, lo.Seconds(), hi.Seconds(), f)
+		return 0, errorf(ErrInvalidArgument, "%s must be between %g and %g seconds, got %v",
+			name, lo.Seconds(), hi.Seconds(), f)
 	}
 	return time.Duration(f * float64(time.Second)), nil
 }

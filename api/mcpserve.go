@@ -7,7 +7,7 @@ import (
 )
 
 // ServeMCP serves MCPServer over one persistent connection (corral mcp
-// passes &mcp.StdioTransport{}) until the client hangs up or ctx is done,
+// passes a LineTransport over stdin and stdout) until the client hangs up or ctx is done,
 // and returns once every tool call has returned. When ctx is done the Server
 // is shut down first: the running commands are aborted and their trees
 // killed. (On its own the SDK would wait for the calls in flight when ctx

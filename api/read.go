@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"strings"
 
 	"github.com/corral-sh/corral/budget"
 	"github.com/corral-sh/corral/spill"
@@ -37,43 +38,55 @@ type GrepRequest struct {
 
 // ErrSpillsDisabled is returned by read and grep when the supervisor has no
 // data directory: there is nothing to read (NOT_FOUND on the wire).
-var ErrSpillsDisabled = fmt.Errorf("%w: this server keeps no spill files", spill.ErrNotFound)
+var ErrSpillsDisabled error = &wireError{kind: spill.ErrNotFound, reason: "this server keeps no spill files"}
 
-// open resolves a client's path to a regular file inside the data
-// directory and opens it. A directory is NOT_FOUND like a missing file.
-func (s *Server) open(path string) (*os.File, string, int64, error) {
+// open opens a client's path as a spill file beneath the data directory
+// (spill.Store.Open: no symlink followed, regular files only, never
+// blocking on a FIFO) and returns it with its name, size and extent.
+func (s *Server) open(path string) (*os.File, int64, spill.Extent, error) {
 	st := s.sup.Spills()
 	if st == nil {
-		return nil, "", 0, ErrSpillsDisabled
+		return nil, 0, spill.Extent{}, ErrSpillsDisabled
 	}
-	real, err := st.Resolve(path)
+	f, ext, err := st.Open(path)
 	if err != nil {
-		return nil, "", 0, fmt.Errorf("api: %q: %w", path, err)
-	}
-	f, err := os.Open(real)
-	if err != nil {
-		return nil, "", 0, fmt.Errorf("api: %q: %w", path, spill.ErrNotFound)
+		var oe *spill.OpenError
+		if errors.As(err, &oe) {
+			return nil, 0, spill.Extent{}, &wireError{kind: spill.ErrNotFound,
+				reason: fmt.Sprintf("no spill file %q: %s", path, oe.Reason), cause: err}
+		}
+		return nil, 0, spill.Extent{}, fmt.Errorf("api: %w", err)
 	}
 	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() {
+	if err != nil {
 		f.Close()
-		return nil, "", 0, fmt.Errorf("api: %q is not a file: %w", path, spill.ErrNotFound)
+		return nil, 0, spill.Extent{}, fmt.Errorf("api: %s: %w", f.Name(), err)
 	}
-	return f, real, fi.Size(), nil
+	return f, fi.Size(), ext, nil
+}
+
+// withExtent joins the extent's sentence on a partial spill to a notice.
+func withExtent(notice string, ext spill.Extent) string {
+	if n := ext.Notice(); n != "" {
+		return strings.TrimSpace(n + " " + notice)
+	}
+	return notice
 }
 
 // readSpill reads a window of a spill file.
 func (s *Server) readSpill(in ReadRequest) (budget.ReadResult, error) {
-	f, real, size, err := s.open(in.Path)
+	f, size, ext, err := s.open(in.Path)
 	if err != nil {
 		return budget.ReadResult{}, err
 	}
 	defer f.Close()
-	res, err := budget.Read(f, real, size, budget.ReadOptions{Offset: in.Offset, Limit: in.Limit})
+	res, err := budget.Read(f, f.Name(), size, budget.ReadOptions{Offset: in.Offset, Limit: in.Limit})
 	if err != nil {
-		return budget.ReadResult{}, fmt.Errorf("api: %w", err)
+		return budget.ReadResult{}, spillError(err, in.Path, fmt.Sprintf("offset and limit must not be negative, got offset %d, limit %d", in.Offset, in.Limit))
 	}
 	res.Root = "scratch"
+	res.Partial = ext.Partial()
+	res.Notice = withExtent(res.Notice, ext)
 	return res, nil
 }
 
@@ -83,27 +96,44 @@ func (s *Server) readSpill(in ReadRequest) (budget.ReadResult, error) {
 func (s *Server) grepSpill(in GrepRequest) (budget.GrepResult, error) {
 	re, err := regexp.Compile(in.Pattern)
 	if err != nil {
-		return budget.GrepResult{}, fmt.Errorf("%w: pattern: %v", ErrInvalidArgument, err)
+		return budget.GrepResult{}, errorf(ErrInvalidArgument, "pattern: %v", err)
 	}
-	f, real, _, err := s.open(in.Path)
+	f, _, ext, err := s.open(in.Path)
 	if err != nil {
 		return budget.GrepResult{}, err
 	}
 	defer f.Close()
+	name := f.Name()
 	head := make([]byte, 4096)
 	n, err := io.ReadFull(f, head)
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
-		return budget.GrepResult{}, fmt.Errorf("api: grep %s: %w", real, err)
+		return budget.GrepResult{}, fmt.Errorf("api: grep %s: %w", name, err)
 	}
-	if budget.IsBinary(real, head[:n]) {
-		return budget.GrepResult{}, fmt.Errorf("api: grep %s: %w", real, budget.ErrBinary)
+	if budget.IsBinary(name, head[:n]) {
+		return budget.GrepResult{}, spillError(budget.ErrBinary, in.Path, "")
 	}
 	r := io.MultiReader(bytes.NewReader(head[:n]), f)
-	res, err := budget.Grep(r, real, re, budget.GrepOptions{HeadLimit: in.HeadLimit})
+	res, err := budget.Grep(r, name, re, budget.GrepOptions{HeadLimit: in.HeadLimit})
 	if err != nil {
-		return budget.GrepResult{}, fmt.Errorf("api: %w", err)
+		return budget.GrepResult{}, spillError(err, in.Path, fmt.Sprintf("headLimit must not be negative, got %d", in.HeadLimit))
 	}
+	res.Partial = ext.Partial()
+	res.Notice = withExtent(res.Notice, ext)
 	return res, nil
+}
+
+// spillError gives an error of budget.Read or budget.Grep its wire
+// message: binary content names the path, an invalid argument says
+// invalid; anything else is an internal failure.
+func spillError(err error, path, invalid string) error {
+	switch {
+	case errors.Is(err, budget.ErrBinary):
+		return &wireError{kind: budget.ErrBinary, cause: err,
+			reason: fmt.Sprintf("%q holds binary content, which is not shown; it has no text lines to read or search", path)}
+	case errors.Is(err, budget.ErrInvalid):
+		return &wireError{kind: budget.ErrInvalid, reason: invalid, cause: err}
+	}
+	return fmt.Errorf("api: %w", err)
 }
 
 func (s *Server) read(w http.ResponseWriter, r *http.Request) {
@@ -138,7 +168,7 @@ func (s *Server) grep(w http.ResponseWriter, r *http.Request) {
 func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if err := spill.ValidateName("session", id); err != nil {
-		writeError(w, err)
+		writeError(w, &wireError{kind: spill.ErrInvalidName, reason: fmt.Sprintf("session %q %s", id, spill.NameRule), cause: err})
 		return
 	}
 	if st := s.sup.Spills(); st != nil {

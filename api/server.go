@@ -1,10 +1,12 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"sync"
 	"time"
 
@@ -22,6 +24,9 @@ const (
 	DefaultMaxConcurrent = 64
 	// MaxBodyBytes bounds a request body; a larger one gets 413.
 	MaxBodyBytes = 1 << 20
+	// DefaultHeartbeat is the longest silence on a live stream before a
+	// keepalive goes out.
+	DefaultHeartbeat = 15 * time.Second
 )
 
 // Config configures a Server.
@@ -45,6 +50,19 @@ type Config struct {
 	// Registry receives the server's metrics and is what /metrics serves;
 	// nil means a fresh registry of the Server's own (never the global one).
 	Registry *prometheus.Registry
+	// Heartbeat is the longest a running command's live stream stays
+	// silent: after it an NDJSON stream carries {"event":"keepalive"} and an
+	// MCP bash call that gave a progress token gets a progress notification
+	// without output. 0 is DefaultHeartbeat.
+	Heartbeat time.Duration
+	// MCPSessions bounds the MCP sessions open at once over streamable
+	// HTTP; a new one past it gets RESOURCE_EXHAUSTED. 0 is
+	// DefaultMCPSessions.
+	MCPSessions int
+	// MCPSessionIdle closes an MCP session that received no request for
+	// this long (a running call counts as a request until it returns). 0 is
+	// DefaultMCPSessionIdle.
+	MCPSessionIdle time.Duration
 }
 
 // Server is corral's HTTP and MCP front end over one Supervisor. It is safe
@@ -58,10 +76,15 @@ type Server struct {
 	reg     *prometheus.Registry
 	metrics *metrics
 	slots   chan struct{} // one token per running command
+	beat    time.Duration // Config.Heartbeat
+	mcp     *mcp.Server   // stdio, and streamable HTTP without sessions
+	front   *mcpFront     // the /mcp endpoint
+	handler http.Handler
+	// toolInputs maps each MCP tool to its input type (addTool); written
+	// only by New.
+	toolInputs map[string]reflect.Type
 	// bodyTimeout bounds the arrival of a request body; 0 is none.
 	bodyTimeout time.Duration
-	mcp         *mcp.Server
-	handler     http.Handler
 
 	// base is cancelled by Shutdown; every command's context derives from it.
 	base   context.Context
@@ -83,6 +106,10 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxConcurrent == 0 {
 		cfg.MaxConcurrent = DefaultMaxConcurrent
 	}
+	if cfg.Heartbeat < 0 || cfg.MCPSessions < 0 || cfg.MCPSessionIdle < 0 {
+		return nil, fmt.Errorf("api: Heartbeat, MCPSessions and MCPSessionIdle must be positive, got %v, %d, %v",
+			cfg.Heartbeat, cfg.MCPSessions, cfg.MCPSessionIdle)
+	}
 	s := &Server{
 		sup:     cfg.Supervisor,
 		token:   []byte(cfg.Token),
@@ -90,6 +117,7 @@ func New(cfg Config) (*Server, error) {
 		version: cfg.Version,
 		reg:     cfg.Registry,
 		slots:   make(chan struct{}, cfg.MaxConcurrent),
+		beat:    cmp.Or(cfg.Heartbeat, DefaultHeartbeat),
 	}
 	switch {
 	case cfg.BodyTimeout == 0:
@@ -110,6 +138,7 @@ func New(cfg Config) (*Server, error) {
 	s.metrics = m
 	s.base, s.cancel = context.WithCancel(context.Background())
 	s.mcp = s.newMCPServer()
+	s.front = s.newMCPFront(cmp.Or(cfg.MCPSessions, DefaultMCPSessions), cmp.Or(cfg.MCPSessionIdle, DefaultMCPSessionIdle))
 	s.handler = s.routes()
 	return s, nil
 }
@@ -122,12 +151,13 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // transport (corral mcp) and the /mcp endpoint.
 func (s *Server) MCPServer() *mcp.Server { return s.mcp }
 
-// Shutdown refuses new commands and jobs, aborts the running commands and
-// kills every running background job of the Supervisor (their trees are
-// killed), and waits until all of them ended or ctx is done. It does not
+// Shutdown refuses new commands and jobs, aborts the running commands,
+// ends the MCP sessions and kills every running background job of the
+// Supervisor (their trees are killed), and waits until all of them ended or ctx is done. It does not
 // close the Supervisor. Calling it more than once is harmless.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.abort()
+	s.front.closeSessions()
 	if err := s.killJobs(ctx); err != nil {
 		return err
 	}
@@ -158,10 +188,8 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("POST /v1/read", s.auth(http.HandlerFunc(s.read)))
 	mux.Handle("POST /v1/grep", s.auth(http.HandlerFunc(s.grep)))
 	mux.Handle("DELETE /v1/sessions/{id}", s.auth(http.HandlerFunc(s.deleteSession)))
-	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp },
-		&mcp.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true, MaxRequestBodyBytes: MaxBodyBytes})
-	mux.Handle("/mcp", s.auth(mcpHandler))
-	return s.logRequests(s.bodyDeadline(s.guard(mux)))
+	mux.Handle("/mcp", s.auth(strictBody(s.front)))
+	return s.logRequests(s.bodyDeadline(s.guard(jsonErrors(mux))))
 }
 
 // Health is the body of GET /healthz.
@@ -184,14 +212,14 @@ func (s *Server) acquire(ctx context.Context) (context.Context, func(), error) {
 	case s.slots <- struct{}{}:
 	default:
 		s.metrics.outcome("rejected")
-		return nil, nil, fmt.Errorf("%w: %d commands are running, the most this server allows; retry later",
-			ErrBusy, cap(s.slots))
+		return nil, nil, errorf(ErrBusy, "%d commands are running, the most this server allows; retry later",
+			cap(s.slots))
 	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		<-s.slots
-		return nil, nil, fmt.Errorf("%w: the server is shutting down", ErrUnavailable)
+		return nil, nil, errorf(ErrUnavailable, "the server is shutting down")
 	}
 	s.runs.Add(1)
 	s.mu.Unlock()

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -121,9 +122,14 @@ func TestConcurrencyLimit(t *testing.T) {
 		waitStart(t, resp)
 	}
 	begin := time.Now()
-	code, b := e.do(context.Background(), "POST", "/v1/exec", `{"command":"true"}`)
-	if code != http.StatusTooManyRequests || errorCode(t, b) != api.CodeResourceExhausted {
-		t.Errorf("third command: %d %s, want 429 RESOURCE_EXHAUSTED", code, b)
+	resp := e.send(context.Background(), "POST", "/v1/exec", `{"command":"true"}`)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || errorCode(t, b) != api.CodeResourceExhausted {
+		t.Errorf("third command: %d %s, want 429 RESOURCE_EXHAUSTED", resp.StatusCode, b)
+	}
+	if ra := resp.Header.Get("Retry-After"); ra != "1" {
+		t.Errorf("third command: Retry-After %q, want 1", ra)
 	}
 	if d := time.Since(begin); d > 5*time.Second {
 		t.Errorf("the refusal took %v; it must not wait for a slot", d)
@@ -191,9 +197,12 @@ func TestShutdownAborts(t *testing.T) {
 	if last.Result == nil || !last.Result.Aborted {
 		t.Errorf("last event %+v, want an aborted result", last)
 	}
-	code, b := e.do(context.Background(), "POST", "/v1/exec", `{"command":"true"}`)
-	if code != http.StatusServiceUnavailable || errorCode(t, b) != api.CodeUnavailable {
-		t.Errorf("exec after Shutdown: %d %s, want 503 UNAVAILABLE (DESIGN: shutting down)", code, b)
+	resp = e.send(context.Background(), "POST", "/v1/exec", `{"command":"true"}`)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || errorCode(t, b) != api.CodeUnavailable || resp.Header.Get("Retry-After") != "1" {
+		t.Errorf("exec after Shutdown: %d Retry-After %q %s, want 503 UNAVAILABLE with Retry-After (DESIGN: shutting down)",
+			resp.StatusCode, resp.Header.Get("Retry-After"), b)
 	}
 }
 

@@ -109,7 +109,8 @@ type Options struct {
 	// the marker then carries the spill sentence.
 	SpillPath string
 	// Raw disables the model-view clean-up (ANSI strip, carriage-return
-	// collapse, binary detection). Invalid UTF-8 is replaced either way.
+	// collapse, binary detection). Invalid UTF-8 and NUL bytes are replaced
+	// with U+FFFD either way.
 	Raw bool
 }
 
@@ -139,6 +140,7 @@ type Info struct {
 	EscapesRemoved int64 `json:"escapesRemoved,omitempty"`
 	// RedrawsCollapsed counts carriage-return overwrites collapsed.
 	RedrawsCollapsed int64 `json:"redrawsCollapsed,omitempty"`
-	// InvalidBytes counts bytes replaced with U+FFFD.
+	// InvalidBytes counts bytes replaced with U+FFFD: invalid UTF-8, and
+	// NUL bytes past the 4 KiB binary sniff.
 	InvalidBytes int64 `json:"invalidBytes,omitempty"`
 }

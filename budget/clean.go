@@ -21,17 +21,23 @@ type cleaner struct {
 // removes a line break.
 func (c *cleaner) line(b []byte) []byte {
 	if c.raw || !needsClean(b) {
-		if utf8.Valid(b) {
+		if plain(b) {
 			return b
 		}
 		return c.repair(b)
 	}
 	out := c.stripEscapes(make([]byte, 0, len(b)), b)
 	out = c.collapseRedraws(out)
-	if !utf8.Valid(out) {
+	if !plain(out) {
 		out = c.repair(out)
 	}
 	return out
+}
+
+// plain reports whether b is valid UTF-8 without NUL bytes: text a model
+// can be shown as it is.
+func plain(b []byte) bool {
+	return utf8.Valid(b) && bytes.IndexByte(b, 0) < 0
 }
 
 // needsClean reports whether b holds an escape or a carriage return.
@@ -131,10 +137,18 @@ func (c *cleaner) collapseRedraws(b []byte) []byte {
 }
 
 // repair returns a copy of b with every byte that is not part of a valid
-// UTF-8 sequence replaced by U+FFFD.
+// UTF-8 sequence, and every NUL byte, replaced by U+FFFD. A NUL is valid
+// UTF-8, but binary detection sniffs only the first 4 KiB: one further on
+// would otherwise reach the model raw, where many consumers end a string.
 func (c *cleaner) repair(b []byte) []byte {
 	out := make([]byte, 0, len(b)+8)
 	for i := 0; i < len(b); {
+		if b[i] == 0 {
+			out = append(out, "\uFFFD"...)
+			c.invalids++
+			i++
+			continue
+		}
 		if b[i] < utf8.RuneSelf {
 			out = append(out, b[i])
 			i++

@@ -9,6 +9,10 @@
 // for a model: ANSI escape sequences are stripped, carriage-return redraws
 // collapsed, binary output replaced by one descriptive line and invalid UTF-8
 // replaced with U+FFFD; the raw bytes stay untouched for the spill file.
+// Binary detection sniffs the first 4 KiB only (spec §6 rule 3), so a NUL
+// byte further on is replaced with U+FFFD and counted in Info.InvalidBytes,
+// in raw mode too, and Read and Grep windows replace one the same way and
+// count it in their notice: a NUL never reaches a model as it is.
 //
 // Read and Grep bound what a model reads back from a file (a spill file, in
 // corral): Read returns a byte-faithful window of lines with a notice naming

@@ -49,6 +49,9 @@ func checkShape(t *testing.T, data []byte, lim Limits, p Policy, omitted, raw bo
 	if !utf8.ValidString(view) {
 		t.Fatalf("view not valid UTF-8: %q", view)
 	}
+	if strings.IndexByte(view, 0) >= 0 {
+		t.Fatalf("view holds a raw NUL: %q", view)
+	}
 	if info.Binary {
 		if raw || !info.Truncated || !strings.HasPrefix(view, "[binary output: ") || strings.Contains(view, "\n") {
 			t.Fatalf("binary view %q info %+v", view, info)
@@ -219,7 +222,7 @@ func refRepair(b []byte) string {
 	var sb strings.Builder
 	for len(b) > 0 {
 		r, n := utf8.DecodeRune(b)
-		if r == utf8.RuneError && n == 1 {
+		if r == utf8.RuneError && n == 1 || r == 0 {
 			sb.WriteString("\uFFFD")
 		} else {
 			sb.Write(b[:n])

@@ -39,6 +39,9 @@ type GrepResult struct {
 	Files int `json:"files"`
 	// Truncated is true when more matches exist past HeadLimit.
 	Truncated bool `json:"truncated"`
+	// Partial is true when the file holds only part of the stream it was
+	// written from; filled by the caller, as ReadResult.Partial.
+	Partial bool `json:"partial,omitempty"`
 	// Notice is model-facing prose: the limit that stopped the scan, how
 	// many lines were clipped.
 	Notice string `json:"notice,omitempty"`

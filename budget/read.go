@@ -51,7 +51,8 @@ type ReadResult struct {
 	// Root is filled by the caller ("scratch" for spill files).
 	Root string `json:"root"`
 	// Content is the window, byte-faithful apart from clipped lines and
-	// invalid UTF-8 replaced with U+FFFD; it carries no marker.
+	// invalid UTF-8 and NUL bytes replaced with U+FFFD; it carries no
+	// marker.
 	Content string `json:"content"`
 	// Offset is the 1-based first line of the window.
 	Offset int `json:"offset"`
@@ -65,6 +66,10 @@ type ReadResult struct {
 	// Truncated is true when the window stopped before the end of the file
 	// or clipped a line.
 	Truncated bool `json:"truncated"`
+	// Partial is true when the file holds only part of the stream it was
+	// written from (a spill that stopped at its cap); filled by the
+	// caller, which then says in Notice how much of the stream it holds.
+	Partial bool `json:"partial,omitempty"`
 	// Notice is model-facing prose: the next offset, the budget that
 	// stopped the window, how many lines were clipped.
 	Notice string `json:"notice,omitempty"`
@@ -150,16 +155,17 @@ func Read(r io.Reader, path string, size int64, o ReadOptions) (ReadResult, erro
 
 // window counts what Read and Grep changed in the lines they return.
 type window struct {
-	clipped, invalids int
-	overBudget        bool // Read clipped its first line to the byte budget
-	buf               []byte
+	clipped, invalids, nuls int
+	overBudget              bool // Read clipped its first line to the byte budget
+	buf                     []byte
 }
 
 // clip returns line cut to maxChars characters (bytes past them, or
-// dropped ones, make it clipped) with invalid UTF-8 replaced by U+FFFD. The
-// result is valid until the next call.
+// dropped ones, make it clipped) with invalid UTF-8 and NUL bytes (which
+// the 4 KiB binary sniff did not see) replaced by U+FFFD. The result is
+// valid until the next call.
 func (w *window) clip(line []byte, dropped bool, maxChars int) []byte {
-	if !dropped && len(line) <= maxChars && utf8.Valid(line) {
+	if !dropped && len(line) <= maxChars && plain(line) {
 		w.buf = append(w.buf[:0], line...)
 		return w.buf
 	}
@@ -174,6 +180,9 @@ func (w *window) clip(line []byte, dropped bool, maxChars int) []byte {
 		if r == utf8.RuneError && n == 1 {
 			out = append(out, "\uFFFD"...)
 			w.invalids++
+		} else if r == 0 {
+			out = append(out, "\uFFFD"...)
+			w.nuls++
 		} else {
 			out = append(out, line[i:i+n]...)
 		}
@@ -205,6 +214,9 @@ func (w *window) notice(o ReadOptions, res ReadResult, eof, byBudget bool) strin
 	}
 	if w.invalids > 0 {
 		parts = append(parts, fmt.Sprintf("%d invalid UTF-8 %s replaced with U+FFFD.", w.invalids, plural(w.invalids, "byte")))
+	}
+	if w.nuls > 0 {
+		parts = append(parts, fmt.Sprintf("%d NUL %s replaced with U+FFFD.", w.nuls, plural(w.nuls, "byte")))
 	}
 	return strings.Join(parts, " ")
 }

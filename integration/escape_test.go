@@ -3,10 +3,16 @@
 package integration
 
 import (
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/corral-sh/corral/internal/proctest"
+	"github.com/corral-sh/corral/killtree"
 	"github.com/corral-sh/corral/supervisor"
 )
 
@@ -124,4 +130,84 @@ func TestEscapes(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestEscapeScrubbed runs the issue's hole 1 and hole 2 daemons (setsid,
+// `env -i`, `exec -a`, the parent gone at once; the root variant also
+// leaves every cgroup) through the CLI, which runs one tree and so owns every
+// orphan that reaches it (killtree.Config.SoleTree), on every tier, and
+// through the library with a per-command reaper (killtree.Config.Reaper) on
+// pgroup and the strongest tier. The environment marker is scrubbed, so the
+// test tracks each daemon by a pidfd taken from the PID it wrote to a file.
+func TestEscapeScrubbed(t *testing.T) {
+	warmUp(t)
+	check := processOracles(t)
+	defer check()
+	var leave string
+	if os.Geteuid() == 0 {
+		for _, root := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified", "/sys/fs/cgroup/pids", "/sys/fs/cgroup/freezer"} {
+			if _, err := os.Stat(filepath.Join(root, "cgroup.procs")); err == nil {
+				leave += "echo $$ > " + root + "/cgroup.procs; "
+			}
+		}
+	}
+	daemon := func(pidfile, first string) string {
+		return `(setsid env -i /bin/bash -c '` + first + `echo $$ > ` + pidfile + `; exec -a X sleep 1000' </dev/null >/dev/null 2>&1 &); ` +
+			`while [ ! -s ` + pidfile + ` ]; do sleep 0.01; done; echo hi`
+	}
+	// In a subtest: the libraries' Supervisors close at its end, before
+	// the descriptor oracle looks.
+	t.Run("group", func(t *testing.T) {
+		fronts := []frontend{cliFrontend(""), cliFrontend("pgroup"),
+			libFrontend(newLib(t, supervisor.Config{Containment: killtree.Config{Tier: killtree.TierPgroup, Reaper: true}})),
+			libFrontend(newLib(t, supervisor.Config{Containment: killtree.Config{Reaper: true}}))}
+		srv := startServer(t, "--reaper")
+		fronts[2].name, fronts[3].name = "library-reaper-pgroup", "library-reaper"
+		fronts = append(fronts, srv.frontend())
+		fronts[4].name = "server-reaper"
+		if !testing.Short() {
+			fronts = append(fronts, cliFrontend("cgroup1"))
+		}
+		for _, f := range fronts {
+			for _, c := range []struct{ name, first string }{{"env-i", ""}, {"root-escape", leave}} {
+				if c.name == "root-escape" && leave == "" {
+					continue // not root: no cgroup to leave
+				}
+				t.Run(f.name+"/"+c.name, func(t *testing.T) {
+					pidfile := filepath.Join(t.TempDir(), "pid")
+					r := f.run(t, call{command: daemon(pidfile, c.first), marker: marker(t)})
+					if exitCode(r) != 0 || !strings.Contains(r.Stdout, "hi") {
+						t.Errorf("exitCode %v stdout %q, want 0 and hi", exitCode(r), r.Stdout)
+					}
+					if r.Kill.Processes < 1 {
+						t.Errorf("kill %+v, want the daemon killed", r.Kill)
+					}
+					checkPidfileDead(t, pidfile)
+				})
+			}
+		}
+	})
+}
+
+// checkPidfileDead fails t if the process whose PID the file holds is alive
+// a second from now, and kills it then.
+func checkPidfileDead(t *testing.T, pidfile string) {
+	t.Helper()
+	b, err := os.ReadFile(pidfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("pid file %q", b)
+	}
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return // gone, and reaped
+	}
+	defer unix.Close(fd)
+	if n, _ := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 1000); n == 0 {
+		_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+		t.Errorf("the daemon %d survived", pid)
+	}
 }

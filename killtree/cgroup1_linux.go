@@ -77,13 +77,16 @@ func (c *cgroup1) leafSuffix() string { return c.suffix }
 // after the last read (kernel/cgroup/cgroup-v1.c, cgroup_pidlist_start and
 // CGROUP_PIDLIST_DESTROY_DELAY), so the kill loop, re-reading it every few
 // milliseconds, would never see the dead leave.
+// The list covers the cgroups a root command nested in the leaf.
 func (c *cgroup1) procs() ([]int, error) {
-	return readPids(filepath.Join(c.freezer, "cgroup.procs"))
+	return readPidsTree(c.freezer)
 }
 
 // kill freezes, kills every listed process, thaws, and repeats until the
-// freezer cgroup lists no process. It returns every PID it signalled.
-func (c *cgroup1) kill() ([]int, error) {
+// freezer cgroup lists no process, or until deadline. It returns every PID it
+// signalled. Freezing the leaf freezes the cgroups nested in it; thawing it
+// does not thaw those that froze themselves, so they are thawed one by one.
+func (c *cgroup1) kill(deadline time.Time) ([]int, error) {
 	if pids, err := c.procs(); err == nil && len(pids) == 0 {
 		return nil, nil // empty: only a member could add one, by forking
 	}
@@ -91,7 +94,6 @@ func (c *cgroup1) kill() ([]int, error) {
 	seen := map[int]bool{}
 	var all []int
 	state := filepath.Join(c.freezer, "freezer.state")
-	deadline := time.Now().Add(killDeadline)
 	for {
 		if pids, err := c.procs(); err == nil && len(pids) == 0 {
 			return all, nil // empty: only a member could add one, by forking
@@ -99,7 +101,7 @@ func (c *cgroup1) kill() ([]int, error) {
 		if err := writeFile(state, "FROZEN"); err != nil {
 			return all, err
 		}
-		c.waitFrozen(state)
+		c.waitFrozen(state, deadline)
 		pids, err := c.procs()
 		if err != nil {
 			return all, err
@@ -114,6 +116,7 @@ func (c *cgroup1) kill() ([]int, error) {
 		if err := writeFile(state, "THAWED"); err != nil {
 			return all, err
 		}
+		thawNested(c.freezer)
 		if len(pids) == 0 {
 			return all, nil
 		}
@@ -141,11 +144,11 @@ func (c *cgroup1) blockForks() {
 	}
 }
 
-// waitFrozen waits (up to 1 s) until the state leaves FREEZING; a task stuck
-// in the kernel can keep it FREEZING, in which case the loop goes on anyway
-// and the next round catches what it missed.
-func (c *cgroup1) waitFrozen(state string) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+// waitFrozen waits (up to 1 s, and not past deadline) until the state
+// leaves FREEZING; a task stuck in the kernel can keep it FREEZING, in which
+// case the loop goes on anyway and the next round catches what it missed.
+func (c *cgroup1) waitFrozen(state string, deadline time.Time) {
+	ctx, cancel := contextUntil(earliest(time.Now().Add(time.Second), deadline))
 	defer cancel()
 	_ = pollUntil(ctx, func() bool { return !strings.Contains(readFileOr(state), "FREEZING") })
 }
@@ -170,7 +173,7 @@ func (c *cgroup1) destroy() error {
 	c.destroyed = true
 	var errs []error
 	for _, l := range c.leaves {
-		errs = append(errs, rmLeaf(l.dir))
+		errs = append(errs, rmTree(l.dir))
 	}
 	return errors.Join(errs...)
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -135,16 +136,22 @@ func (c *cgroup2) start(cmd *exec.Cmd) error {
 
 func (c *cgroup2) leafSuffix() string { return c.suffix }
 
+// procs lists the leaf's processes and those of the cgroups a root command
+// nested in it.
 func (c *cgroup2) procs() ([]int, error) {
-	return readPids(filepath.Join(c.dir, "cgroup.procs"))
+	return readPidsTree(c.dir)
 }
 
 // kill lists the cgroup's processes (the count for the report, and the PIDs
 // whose zombies are ours to reap) and writes cgroup.kill: atomic against
 // concurrent forks and migrations (cgroup-v2.rst). Listing after the blow
 // would not delay it, but dying tasks leave the list within milliseconds and
-// the count would be a fraction of the truth.
-func (c *cgroup2) kill() ([]int, error) {
+// the count would be a fraction of the truth. cgroup.kill covers the
+// cgroups nested in the leaf; those that froze themselves are thawed after
+// it. A frozen v2 task dies of SIGKILL anyway (cgroup-v2.rst,
+// cgroup.freeze), so this only keeps the rule of every tier: what the tree
+// froze is thawed on its way down.
+func (c *cgroup2) kill(time.Time) ([]int, error) {
 	pids, err := c.procs()
 	if err != nil {
 		return nil, err
@@ -157,6 +164,7 @@ func (c *cgroup2) kill() ([]int, error) {
 	if err := writeFile(filepath.Join(c.dir, "cgroup.kill"), "1"); err != nil {
 		return pids, err
 	}
+	thawNested(c.dir)
 	return pids, nil
 }
 
@@ -175,9 +183,9 @@ func (c *cgroup2) destroy() error {
 		return nil
 	}
 	c.destroyed = true
-	errs := []error{rmLeaf(c.dir)}
+	errs := []error{rmTree(c.dir)}
 	for _, l := range c.v1 {
-		errs = append(errs, rmLeaf(l.dir))
+		errs = append(errs, rmTree(l.dir))
 	}
 	return errors.Join(errs...)
 }

@@ -172,7 +172,8 @@ func mkLeaf(root, rel string) (string, error) {
 
 // rmLeaf removes a cgroup directory; a missing one is fine. A cgroup whose
 // last task is exiting can refuse with EBUSY for a moment, so it retries
-// briefly.
+// briefly, unless a live process holds it (a survivor of the kill), which
+// no wait would remove.
 func rmLeaf(dir string) error {
 	var err error
 	for i := range 50 {
@@ -180,12 +181,25 @@ func rmLeaf(dir string) error {
 		if err == nil || errors.Is(err, unix.ENOENT) {
 			return nil
 		}
-		if !errors.Is(err, unix.EBUSY) {
+		if !errors.Is(err, unix.EBUSY) || holdsLive(dir) {
 			break
 		}
 		time.Sleep(time.Duration(i+1) * time.Millisecond) // retry pacing, not synchronisation
 	}
 	return fmt.Errorf("killtree: rmdir %s: %w", dir, err)
+}
+
+// holdsLive reports whether cgroup dir lists a process that is not a
+// zombie.
+func holdsLive(dir string) bool {
+	pids, _ := readPids(filepath.Join(dir, "cgroup.procs"))
+	buf := make([]byte, 1024)
+	for _, pid := range pids {
+		if p, ok := readStat(pid, buf); ok && !p.zombie() {
+			return true
+		}
+	}
+	return false
 }
 
 // v1leaf is a cgroup v1 directory the child joins through the thread trick.

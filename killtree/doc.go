@@ -18,8 +18,34 @@
 //     wait4(-1) and never reaps the leader: the caller reaps it with cmd.Wait
 //     after Kill, so the leader's process group ID stays reserved for the
 //     group kill until then.
+//   - Which processes are the tree's (Linux; see "The baseline" for the
+//     rules). With Config.Reaper, exactly the descendants of the tree's
+//     reaper, on every tier and however many trees run at once: a process
+//     that leaves its session, group and cgroups and replaces its
+//     environment and name is still found and killed, as long as the reaper
+//     lives (see "The reaper"). With Config.SoleTree (one tree per process,
+//     as in the CLI), every orphan that reaches this process and is not
+//     another tree's leader or a watchdog. With neither (the default), a
+//     process that left the leader's session and group, replaced its
+//     environment (`env -i`, `su -`, `runuser -l`), and, on the cgroup
+//     tiers, also left the cgroup (root only), and whose parent exited
+//     before any sweep saw it, is not attributed: Kill neither kills nor
+//     counts it, and only the pipe-holder scan finds it if it holds the
+//     output pipes.
+//   - Tree.KillBy is Kill with a deadline: past it, it returns an error
+//     wrapping ErrNotEmpty and a Report whose Survivors and Alive name what
+//     of the tree still lives (Tree.Survivors checks them again later). A
+//     member that outlives its SIGKILL has the frozen cgroups holding it
+//     thawed (v1 freezer.state, v2 cgroup.freeze) when they are the tree's
+//     own: nested in its containment, or holding only its processes. A
+//     cgroup that also holds other processes stays frozen, and the member
+//     in it is a survivor.
+//   - A containment covers the cgroups a root command nests in its leaf:
+//     their processes are members, and Close, the watchdog and the stale
+//     sweep remove them, children first, after killing what they hold.
 //   - Tree.KillPipeHolders is the last resort: whoever still holds a write
-//     end of the command's output pipes is killed and counted as an escapee.
+//     end of the command's output pipes is killed and counted as an escapee
+//     (each process once over the tree's life).
 //   - A supervisor that dies, even by SIGKILL, leaves no process of a running
 //     command alive for long: on Linux a watchdog process kills every
 //     containment of the instance, and every process carrying one of its
@@ -66,10 +92,49 @@
 // member before (same PID and start time), descends from a member, or is an
 // orphan of this process that carries the tree's CORRAL_KILLTREE environment
 // entry (which Start adds to the command) or, as a zombie, was listed in the
-// tree's cgroup. On the cgroup tiers every process the baseline still finds
+// tree's cgroup; with Config.SoleTree, any orphan of this process that is not
+// another tree's leader or a watchdog. On the cgroup tiers every process the baseline still finds
 // after the cgroup emptied left it (a root command can write its PID into
 // another cgroup.procs) and is counted in Report.Escapees; on pgroup the
 // escapees are the members outside the leader's process group.
+//
+// # The reaper
+//
+// With Config.Reaper, Start runs the command under a reaper: this binary,
+// re-executed through /proc/self/exe, which an init function of this package
+// recognises (by its argv[0] and an environment variable it removes before
+// the command sees it) before the program's main runs, as docker's reexec
+// does; it works the same in a library embedder's binary and in a test
+// binary. The reaper makes itself a child subreaper, starts the command as
+// its child, reports the shell's wait status through a pipe, reaps every
+// orphan and exits once it has no child left. The kernel hands each orphan
+// of the tree to its nearest subreaper ancestor (kernel/exit.c,
+// find_new_reaper), which is the tree's own reaper: the tree is exactly the
+// reaper's descendants, found by walking them. Kill stops them all (and, on
+// the cgroup tiers, freezes the cgroup) before any blow can kill the reaper,
+// so every one is recorded before its orphans could reach this process.
+// The leader (Tree.Pid, the session and group) is then the reaper; Exited and
+// Tree.ExitFD report the shell's exit, Tree.ShellExit its status (when the
+// reaper lived to report it; else cmd.ProcessState holds the reaper's,
+// SIGKILL), Report leaves the reaper out, and Members counts it only until it
+// has reported the shell's exit (so that a wait for the tree to empty after
+// SIGTERM waits for that report).
+//
+// Why it is not the default: a Go runtime start per command costs about as
+// much as the `bash -c true` it wraps (BenchmarkOverheadRatio, the -reaper
+// rows), against a 1.10× target. Why not more: Go can neither set
+// PR_SET_CHILD_SUBREAPER between fork and exec nor fork without exec, and a
+// shell made a subreaper hands its orphans on to this process the moment it
+// exits. A PID namespace per command (the kernel kills it all when its init
+// exits) was weighed and not taken: it needs root or a user namespace, its
+// init (the shell) is immune to the SIGTERM of the graceful phase, the host's
+// /proc it sees names the wrong PIDs to ps, pgrep and kill, and what the
+// shell leaves behind dies with it, uncounted, instead of lingering for the
+// settle.
+//
+// The boundary: the reaper runs as the command's user, so a command can
+// SIGKILL it (it is the shell's parent); what is left then reaches this
+// process as orphans and the default rules apply.
 //
 // On macOS and the BSDs there is no subreaper: the baseline follows the
 // session, the group and the descendants of every process seen, and a

@@ -119,3 +119,13 @@ func rawFd(t testing.TB, f *os.File) int {
 	}
 	return fd
 }
+
+// spareDirs lists the directories of the prepared containment, if any.
+func (p *preparer) spareDirs() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.next == nil {
+		return nil
+	}
+	return p.next.c.dirs()
+}

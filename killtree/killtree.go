@@ -49,6 +49,10 @@ var ErrUnavailable = errors.New("killtree: containment tier unavailable")
 // ErrClosed is returned by Start after the Manager was closed.
 var ErrClosed = errors.New("killtree: manager closed")
 
+// ErrSoleTree is returned by Start when Config.SoleTree is set and a tree
+// is still open.
+var ErrSoleTree = errors.New("killtree: a sole-tree manager already has an open tree")
+
 // ErrNotEmpty is returned by Kill when the tree could not be confirmed empty
 // within its deadline.
 var ErrNotEmpty = errors.New("killtree: tree not confirmed empty")
@@ -74,6 +78,22 @@ type Config struct {
 	// containments are nested as <CgroupParent>/<instance>/<command>.
 	// "" means "corral".
 	CgroupParent string
+	// SoleTree declares that this process runs one tree at a time and
+	// starts no child processes of its own other than through this Manager
+	// (the CLI). Then every orphan reparented to this process that is not
+	// another tree's leader or a watchdog belongs to the open tree,
+	// whatever its session, group, cgroup or environment. Start refuses a
+	// second open tree with ErrSoleTree. Linux only; elsewhere no orphan
+	// reaches this process and it changes nothing.
+	SoleTree bool
+	// Reaper runs every command under a reaper of its own: this binary
+	// re-executed (/proc/self/exe) as a child subreaper that starts the
+	// command as its child and stays until every descendant is gone, so
+	// that the tree is exactly the reaper's descendants, on every tier and
+	// for concurrent trees (see doc.go, "The reaper"). It costs a Go
+	// runtime start per command. Linux only: New returns an error wrapping
+	// ErrUnavailable elsewhere.
+	Reaper bool
 }
 
 func (c Config) withDefaults() Config {
@@ -103,11 +123,28 @@ type Report struct {
 	// count them (the members seen just before or during the kill).
 	Processes int
 	// Escapees is how many of them had left the tier's scope (its cgroup or
-	// process group) and were caught by the baseline sweep.
+	// process group) and were caught by the baseline sweep. A process is
+	// counted once over the tree's life, by the first Kill or
+	// KillPipeHolders call that met it.
 	Escapees int
+	// Survivors is how many processes of the tree were still alive when
+	// Kill gave up (it then returns an error wrapping ErrNotEmpty): a
+	// process in uninterruptible sleep, or frozen in a cgroup Kill may not
+	// thaw (see doc.go). 0 when the tree was confirmed empty.
+	Survivors int
+	// Alive names the survivors, sorted by PID.
+	Alive []Process
 	// Duration is the time from the call to the confirmation that the tree
-	// is empty.
+	// is empty (or to giving up).
 	Duration time.Duration
+}
+
+// Process names one process of a tree.
+type Process struct {
+	// Pid is its process ID.
+	Pid int
+	// Comm is its command name (/proc/<pid>/comm on Linux), or "?".
+	Comm string
 }
 
 // TierStatus is one line of Doctor's report.
@@ -169,9 +206,10 @@ type Manager struct {
 	tier Tier
 	plat *platform
 
-	mu     sync.Mutex
-	trees  map[*Tree]struct{} // guarded by mu
-	closed bool               // guarded by mu
+	mu       sync.Mutex
+	trees    map[*Tree]struct{} // guarded by mu
+	starting int                // Starts in progress; guarded by mu
+	closed   bool               // guarded by mu
 }
 
 // New detects the tiers (once per CgroupParent per process), chooses one (see
@@ -229,21 +267,24 @@ var treeSeq atomic.Uint64
 // On error nothing is left running and the containment is destroyed. The
 // caller reaps the leader with cmd.Wait after Kill, and closes the Tree.
 func (m *Manager) Start(cmd *exec.Cmd) (t *Tree, retErr error) {
-	m.mu.Lock()
-	closed := m.closed
-	m.mu.Unlock()
-	if closed {
-		return nil, ErrClosed
+	if err := m.reserve(); err != nil {
+		return nil, err
 	}
+	defer m.unreserve()
 	t = &Tree{m: m, cmd: cmd, tier: m.tier, exited: make(chan struct{})}
 	if cmd.Env == nil {
 		cmd.Env = os.Environ()
+	}
+	undo, err := t.wrapReaper(cmd)
+	if err != nil {
+		return nil, err
 	}
 	env := cmd.Env
 	c, err := m.plat.start(cmd, func(id string) {
 		t.id, t.tag = id, m.plat.instance+"."+id
 		cmd.Env = append(env, EnvTag+"="+t.tag)
 	})
+	undo(err == nil)
 	if err != nil {
 		return nil, err
 	}
@@ -258,6 +299,27 @@ func (m *Manager) Start(cmd *exec.Cmd) (t *Tree, retErr error) {
 	m.trees[t] = struct{}{}
 	m.mu.Unlock()
 	return t, nil
+}
+
+// reserve counts a Start in progress, or refuses it: the Manager is closed,
+// or it is a sole-tree Manager with a tree open or starting.
+func (m *Manager) reserve() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return ErrClosed
+	}
+	if m.cfg.SoleTree && (len(m.trees) > 0 || m.starting > 0) {
+		return ErrSoleTree
+	}
+	m.starting++
+	return nil
+}
+
+func (m *Manager) unreserve() {
+	m.mu.Lock()
+	m.starting--
+	m.mu.Unlock()
 }
 
 // newID returns a fresh containment ID, unique in this process.
@@ -300,8 +362,9 @@ type containment interface {
 	// the tier has no membership list of its own, as for pgroup).
 	procs() ([]int, error)
 	// kill kills every process in the containment and returns the ones it
-	// saw; it does not wait beyond what the mechanism needs.
-	kill() ([]int, error)
+	// saw; it does not wait beyond what the mechanism needs, nor past
+	// deadline.
+	kill(deadline time.Time) ([]int, error)
 	// waitEmpty waits until the containment holds no live process, or
 	// returns ctx.Err(); tiers without a list return nil at once.
 	waitEmpty(ctx context.Context) error

@@ -105,10 +105,12 @@ func (p *platform) start(cmd *exec.Cmd, name func(id string)) (containment, erro
 	return startFresh(p.newContainment, cmd, name)
 }
 
-// destroy removes a closed tree's containment: in the background when Kill
-// confirmed the tree empty and a preparer runs, else now.
+// destroy removes a closed tree's containment: in the background when a
+// preparer runs, else now. A tree Kill could not confirm empty goes to the
+// background too: its removal kills and waits (rmTree), and the Result of
+// its command must not wait for that.
 func (p *platform) destroy(c containment, empty bool) error {
-	if p.prep != nil && empty {
+	if p.prep != nil {
 		return p.prep.remove(c)
 	}
 	return c.destroy()

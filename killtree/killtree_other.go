@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"time"
 
@@ -54,6 +55,9 @@ func leaderGone(pid int) bool {
 }
 
 func newPlatform(cfg Config, tier Tier) (*platform, error) {
+	if cfg.Reaper {
+		return nil, fmt.Errorf("killtree: a per-command reaper needs Linux (PR_SET_CHILD_SUBREAPER): %w", ErrUnavailable)
+	}
 	return &platform{cfg: cfg, instance: strconv.Itoa(os.Getpid())}, nil
 }
 
@@ -72,6 +76,7 @@ func (p *platform) close() error { return nil }
 // treeState remembers every process the sweeps attributed to the tree.
 type treeState struct {
 	seen map[int]int64 // pid -> start time
+	left []int         // what the last kill that gave up left alive
 }
 
 func (t *Tree) afterStart() error {
@@ -207,12 +212,38 @@ func (t *Tree) kill(deadline time.Time) (Report, error) {
 		}
 		if time.Now().After(deadline) {
 			rep.Processes = len(killed)
+			rep.Survivors = len(pids)
+			for _, p := range pids {
+				rep.Alive = append(rep.Alive, Process{Pid: p, Comm: "?"})
+			}
+			t.mu.Lock()
+			t.st.left = append(t.st.left[:0], pids...)
+			t.mu.Unlock()
 			return rep, fmt.Errorf("killtree: %d processes of %d still alive: %w", len(pids), t.pid, ErrNotEmpty)
 		}
 		time.Sleep(5 * time.Millisecond) // let SIGKILL land before the next walk; not synchronisation
 	}
 }
 
-func (t *Tree) killPipeHolders(pipes []int) (int, error) { return 0, nil }
+func (t *Tree) killPipeHolders([]int, time.Time) (int, error) { return 0, nil }
+
+// survivors lists the processes the last kill that gave up left, those of
+// them still members of the tree now.
+func (t *Tree) survivors() []Process {
+	t.mu.Lock()
+	left := append([]int(nil), t.st.left...)
+	t.mu.Unlock()
+	if len(left) == 0 {
+		return nil
+	}
+	now, _ := t.members()
+	var out []Process
+	for _, p := range left {
+		if slices.Contains(now, p) {
+			out = append(out, Process{Pid: p, Comm: "?"})
+		}
+	}
+	return out
+}
 
 func (t *Tree) release() error { return nil }

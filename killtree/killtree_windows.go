@@ -40,6 +40,9 @@ type platform struct {
 }
 
 func newPlatform(cfg Config, tier Tier) (*platform, error) {
+	if cfg.Reaper {
+		return nil, fmt.Errorf("killtree: a per-command reaper needs Linux (PR_SET_CHILD_SUBREAPER): %w", ErrUnavailable)
+	}
 	return &platform{cfg: cfg, instance: strconv.Itoa(os.Getpid())}, nil
 }
 
@@ -85,7 +88,7 @@ func (c *jobC) start(cmd *exec.Cmd) error {
 
 func (c *jobC) procs() ([]int, error) { return c.j.pids() }
 
-func (c *jobC) kill() ([]int, error) {
+func (c *jobC) kill(time.Time) ([]int, error) {
 	pids, err := c.j.pids()
 	if err != nil {
 		return nil, err
@@ -162,7 +165,7 @@ func (t *Tree) members() ([]int, error) {
 func (t *Tree) terminate() (int, error) { return 0, nil }
 
 func (t *Tree) kill(deadline time.Time) (Report, error) {
-	pids, err := t.c.kill()
+	pids, err := t.c.kill(deadline)
 	n := len(pids)
 	if t.leaderExited() {
 		for _, p := range pids {
@@ -171,10 +174,35 @@ func (t *Tree) kill(deadline time.Time) (Report, error) {
 			}
 		}
 	}
-	return Report{Processes: n}, err
+	rep := Report{Processes: n}
+	if err != nil {
+		rep.Alive = t.survivors()
+		rep.Survivors = len(rep.Alive)
+	}
+	return rep, err
 }
 
-func (t *Tree) killPipeHolders(pipes []int) (int, error) { return 0, nil }
+func (t *Tree) killPipeHolders([]int, time.Time) (int, error) { return 0, nil }
+
+// survivors lists the job's processes while it is open; once the job is
+// closed (kill-on-close) it has none.
+func (t *Tree) survivors() []Process {
+	t.mu.Lock()
+	empty := t.empty
+	t.mu.Unlock()
+	if empty {
+		return nil
+	}
+	pids, err := t.c.procs()
+	if err != nil {
+		return nil
+	}
+	var out []Process
+	for _, p := range t.liveMembers(pids) {
+		out = append(out, Process{Pid: p, Comm: "?"})
+	}
+	return out
+}
 
 func (t *Tree) release() error {
 	if t.st.stop == nil {

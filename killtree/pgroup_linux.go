@@ -57,6 +57,19 @@ type treeState struct {
 	groups map[int]bool   // session and group IDs of attributed processes
 	cgLeaf string         // cgroup path suffix (relative), for zombie attribution; "" on pgroup
 	dead   map[int]bool   // PIDs the containment kill listed: their zombies are ours to reap
+	// status is the read end of the reaper's status pipe (Config.Reaper),
+	// nil without a reaper; statusRead, ws and wsOK hold what it said.
+	status     *os.File
+	statusRead bool
+	awaited    bool // awaitReaper waited once
+	ws         unix.WaitStatus
+	wsOK       bool
+	// escaped holds the processes (pid -> start time) counted as escapees,
+	// so that one process is counted once however many passes meet it.
+	escaped map[int]uint64
+	// left holds the processes (pid -> start time) a kill could not end
+	// by its deadline; Survivors checks which of them still live.
+	left map[int]uint64
 	// gone records that a scan begun after the leader's exit found no live
 	// member (and, on the cgroup tiers, an empty cgroup and nothing that
 	// left it) and no zombie of ours to reap. That state is final (only a
@@ -71,7 +84,10 @@ type treeState struct {
 // session or group or in a session or group of a process attributed earlier,
 // was attributed earlier (same PID and start time), descends from any of
 // those, or is an orphan reparented to this subreaper that carries the tree's
-// EnvTag (live) or sits in the tree's cgroup (zombie). The residual ambiguity:
+// EnvTag (live) or sits in the tree's cgroup (zombie), or, with
+// Config.SoleTree, any orphan of this process. With Config.Reaper the
+// leader is the tree's reaper and every orphan of the tree is its
+// descendant. Without either, the residual ambiguity:
 // an orphan that replaced its environment, left the cgroup, and whose parent
 // died before any scan saw it, is not attributed (the pipe-holder scan still
 // finds it if it holds our output); and a zombie orphan of a pgroup tree that
@@ -149,6 +165,12 @@ func (t *Tree) isRoot(p proc, self, selfSid int, envKV string) bool {
 	if p.ppid != self {
 		return false
 	}
+	if t.m.cfg.SoleTree {
+		// One tree, no other children of ours (Config.SoleTree): an
+		// orphan of ours that no other rule claims can only be this
+		// tree's, whatever it did to its scopes and environment.
+		return true
+	}
 	if !p.zombie() {
 		return environHas(p.pid, envKV)
 	}
@@ -175,7 +197,7 @@ func inCgroup(pid int, leaf string) bool {
 // scanTree runs one pass over the processes that can belong to the tree (see
 // scanDescendants) and returns the tree's.
 func (t *Tree) scanTree() ([]proc, error) {
-	ps, err := scanDescendants(t.m.plat.own, t.pid, t.leaderExited())
+	ps, err := scanDescendants(t.m.plat.own, t.pid, t.rootGone())
 	if err != nil {
 		return nil, fmt.Errorf("killtree: scan /proc: %w", err)
 	}
@@ -202,7 +224,8 @@ func (t *Tree) live(ps []proc) []int {
 // Kill's sweep and reported as escapees. On pgroup it is the descendants the
 // baseline attributes to the tree.
 func (t *Tree) members() ([]int, error) {
-	exited := t.leaderExited() // before any listing: a live leader can still fork
+	t.awaitReaper()
+	exited := t.rootGone() // before any listing: a live leader can still fork
 	cp, err := t.c.procs()
 	if err != nil {
 		return nil, err
@@ -281,11 +304,18 @@ func (t *Tree) kill(deadline time.Time) (Report, error) {
 	}
 	killed := map[int]bool{}
 	wasExited := t.leaderExited()
+	if t.tier != TierPgroup && t.hasReaper() && !t.rootGone() {
+		// The containment's blow kills the reaper too, and its orphans
+		// then come to this process: first freeze the containment and
+		// stop and record what lives under the reaper outside it.
+		_ = t.c.pause(true) // an error: the sweep below still stops them one by one
+		t.stopUnderReaper()
+	}
 	// 1. The containment's own blow (cgroup.kill, freezer loop); its list
 	// counts as killed.
 	// On an error the baseline below still runs: it can kill and reap
 	// what the containment could not.
-	pids, cerr := t.c.kill()
+	pids, cerr := t.c.kill(deadline)
 	t.mu.Lock()
 	for _, p := range pids {
 		killed[p] = true
@@ -302,23 +332,53 @@ func (t *Tree) kill(deadline time.Time) (Report, error) {
 		cerr = t.waitContainment(deadline)
 	}
 	// 4. Sweeps until no live process and no reapable zombie is left.
-	esc, err := t.sweep(deadline, killed)
+	esc, live, err := t.sweep(deadline, killed)
 	rep.Escapees = esc
 	rep.Processes = len(killed)
-	if wasExited {
+	if wasExited || t.hasReaper() { // the reaper is ours, not the command's
 		delete(killed, t.pid)
 		rep.Processes = len(killed)
+	}
+	// 5. Past the deadline: whatever of the tree still lives is named.
+	if cerr != nil || err != nil {
+		rep.Alive = t.leftovers(live)
+		rep.Survivors = len(rep.Alive)
 	}
 	return rep, errors.Join(cerr, err)
 }
 
-func (t *Tree) waitContainment(deadline time.Time) error {
-	for {
-		until := time.Now().Add(2 * time.Second)
-		if deadline.Before(until) {
-			until = deadline
+// stopUnderReaper stops every live process of the tree (scan, SIGSTOP the
+// new ones, scan again until none is new, eight rounds at most), so that
+// each is recorded as a member before the reaper dies.
+func (t *Tree) stopUnderReaper() {
+	stopped := map[int]bool{}
+	for round := 0; round < 8; round++ {
+		ps, err := t.scanTree()
+		if err != nil {
+			return // the sweep after the blow scans again
 		}
-		ctx, cancel := contextUntil(until)
+		fresh := false
+		for _, p := range t.live(ps) {
+			if !stopped[p] {
+				stopped[p] = true
+				fresh = true
+				_ = unix.Kill(p, unix.SIGSTOP) // ESRCH: it died meanwhile
+			}
+		}
+		if !fresh {
+			return
+		}
+	}
+}
+
+// waitContainment waits for the containment to empty after its kill. A
+// member still there after a short wait outlived its SIGKILL: frozen (its
+// cgroup is thawed where the tree may, see thawFrozen) or held in the kernel.
+// It is killed again, with waits doubling up to a second, until deadline.
+func (t *Tree) waitContainment(deadline time.Time) error {
+	step := 100 * time.Millisecond
+	for {
+		ctx, cancel := contextUntil(earliest(time.Now().Add(step), deadline))
 		err := t.c.waitEmpty(ctx)
 		cancel()
 		if err == nil {
@@ -327,34 +387,48 @@ func (t *Tree) waitContainment(deadline time.Time) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("killtree: containment of %d: %w", t.pid, ErrNotEmpty)
 		}
-		if _, err := t.c.kill(); err != nil { // kill again: something survived 2 s
+		if pids, err := t.c.procs(); err == nil {
+			t.thawFrozen(pids)
+		}
+		if _, err := t.c.kill(deadline); err != nil { // kill again: something survived
 			return err
 		}
+		step = min(2*step, time.Second)
 	}
 }
 
 // sweep is the baseline: per round one /proc pass; new live members are
 // stopped and the pass repeated (so children forked meanwhile are seen), then
-// every live member is SIGKILLed; attributable zombies are reaped. It returns
-// how many processes outside the tier's scope it killed.
-func (t *Tree) sweep(deadline time.Time, killed map[int]bool) (int, error) {
+// every live member is SIGKILLed; attributable zombies are reaped. A member
+// that outlives its SIGKILL has its frozen cgroups thawed where the tree may
+// (thawFrozen). It returns how many processes outside the tier's scope it
+// killed, counting each process once over the tree's life, and, past
+// deadline, the members still alive.
+func (t *Tree) sweep(deadline time.Time, killed map[int]bool) (int, []int, error) {
 	stopped := map[int]bool{}
+	sigkilled := map[int]bool{}
 	escapees := 0
 	stopRounds := 0
 	backoff := 200 * time.Microsecond
 	for {
 		ps, err := t.scanTree()
 		if err != nil {
-			return escapees, err
+			return escapees, nil, err
 		}
 		reaped := t.reapZombies(ps)
 		live := t.live(ps)
+		if len(live) == 0 && reaped == 0 && t.hasReaper() && !t.pidfdExited() {
+			// The reaper's main thread may be a zombie while its other
+			// threads still exit, and they hold its children until the
+			// last one is gone; then the children come to this process.
+			reaped = -1
+		}
 		if len(live) == 0 && reaped == 0 {
-			return escapees, nil
+			return escapees, nil, nil
 		}
 		if len(live) == 0 && reaped < 0 {
 			if time.Now().After(deadline) {
-				return escapees, fmt.Errorf("killtree: zombies of %d not reapable: %w", t.pid, ErrNotEmpty)
+				return escapees, nil, fmt.Errorf("killtree: zombies of %d not reapable: %w", t.pid, ErrNotEmpty)
 			}
 			time.Sleep(backoff) // a zombie not yet waitable; not synchronisation
 			continue
@@ -373,20 +447,29 @@ func (t *Tree) sweep(deadline time.Time, killed map[int]bool) (int, error) {
 		}
 		// Count before killing: the group kill below can make a member
 		// vanish before its own SIGKILL, which then returns ESRCH.
+		inC := t.containmentSet()
 		for _, p := range live {
 			if !killed[p] {
 				killed[p] = true
-				if t.escaped(p, ps) {
+				if t.escaped(p, ps, inC) && t.countEscapee(p, ps) {
 					escapees++
 				}
 			}
 		}
 		_ = t.signalGroup(unix.SIGKILL) // ESRCH: empty group
+		var stuck []int
 		for _, p := range live {
 			_ = unix.Kill(p, unix.SIGKILL) // ESRCH: the group kill got it first
+			if sigkilled[p] {
+				stuck = append(stuck, p)
+			}
+			sigkilled[p] = true
+		}
+		if len(stuck) > 0 {
+			t.thawFrozen(stuck) // after the signal: a thawed task dies before it runs
 		}
 		if time.Now().After(deadline) {
-			return escapees, fmt.Errorf("killtree: %d processes of %d still alive: %w", len(live), t.pid, ErrNotEmpty)
+			return escapees, live, fmt.Errorf("killtree: %d processes of %d still alive: %w", len(live), t.pid, ErrNotEmpty)
 		}
 		if len(live) > 0 {
 			time.Sleep(backoff) // let SIGKILL land before the next pass; not synchronisation
@@ -396,11 +479,12 @@ func (t *Tree) sweep(deadline time.Time, killed map[int]bool) (int, error) {
 }
 
 // escaped reports whether p was outside the tier's scope: for the cgroup
-// tiers every process still alive after the cgroup emptied; for pgroup every
-// process outside the leader's group.
-func (t *Tree) escaped(pid int, ps []proc) bool {
+// tiers every process not in the containment (inC, its processes when the
+// pass began; a member frozen there outlives the cgroup's kill without
+// having left it); for pgroup every process outside the leader's group.
+func (t *Tree) escaped(pid int, ps []proc, inC map[int]bool) bool {
 	if t.tier != TierPgroup {
-		return true
+		return !inC[pid]
 	}
 	for _, p := range ps {
 		if p.pid == pid {
@@ -414,13 +498,14 @@ func (t *Tree) escaped(pid int, ps []proc) bool {
 // and marks the exit: Close killed the tree first.
 func (t *Tree) release() error {
 	ownChildren.Delete(t.pid)
+	t.shellStatus() // read it while the pipe is open: ShellExit works after Close
 	t.mu.Lock()
-	f, w := t.st.pidfd, t.st.watch
+	f, w, s := t.st.pidfd, t.st.watch, t.st.status
 	t.st.pidfd, t.st.watch = nil, nil
 	t.mu.Unlock()
 	defer t.markExited()
 	var errs []error
-	for _, c := range []*os.File{w, f} {
+	for _, c := range []*os.File{w, f, s} {
 		if c == nil {
 			continue
 		}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"os/exec"
 	"syscall"
+	"time"
 )
 
 // pgroupC is the pgroup tier's containment: nothing but a new session, so
@@ -30,7 +31,7 @@ func (pgroupC) start(cmd *exec.Cmd) error {
 }
 
 func (pgroupC) procs() ([]int, error)               { return nil, nil }
-func (pgroupC) kill() ([]int, error)                { return nil, nil }
+func (pgroupC) kill(time.Time) ([]int, error)       { return nil, nil }
 func (pgroupC) waitEmpty(ctx context.Context) error { return nil }
 func (pgroupC) pause(bool) error                    { return nil }
 func (pgroupC) destroy() error                      { return nil }

@@ -49,6 +49,8 @@ func (t *Tree) afterStart() error {
 	t.st.seen = map[int]uint64{}
 	t.st.groups = map[int]bool{}
 	t.st.dead = map[int]bool{}
+	t.st.escaped = map[int]uint64{}
+	t.st.left = map[int]uint64{}
 	if cg, ok := t.c.(interface{ leafSuffix() string }); ok {
 		t.st.cgLeaf = cg.leafSuffix()
 	}
@@ -66,9 +68,18 @@ func (t *Tree) afterStart() error {
 // leader has exited. A closed pidfd reads as false (release marks the exit).
 func (t *Tree) exitPending() bool {
 	t.mu.Lock()
-	f := t.st.pidfd
+	f := t.exitFile()
 	t.mu.Unlock()
 	return f != nil && pidfdReadable(f)
+}
+
+// pidfdExited polls the leader's own pidfd: with a reaper, the reaper's
+// exit, which comes after the shell's.
+func (t *Tree) pidfdExited() bool {
+	t.mu.Lock()
+	f := t.st.pidfd
+	t.mu.Unlock()
+	return f == nil || pidfdReadable(f)
 }
 
 // pidfdReadable polls f once without waiting.
@@ -102,7 +113,7 @@ func (t *Tree) startWatch() {
 	if t.st.pidfd == nil {
 		return // released: the exit is marked
 	}
-	rc, err := t.st.pidfd.SyscallConn()
+	rc, err := t.exitFile().SyscallConn()
 	if err != nil {
 		return
 	}

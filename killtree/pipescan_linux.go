@@ -61,33 +61,51 @@ func pipeHolders(links map[string]bool) ([]int, error) {
 }
 
 // killPipeHolders SIGKILLs every holder of a watched pipe until a scan finds
-// none (a holder can fork between scan and kill), then reaps what it can.
-func (t *Tree) killPipeHolders(pipes []int) (int, error) {
+// none (a holder can fork between scan and kill) or deadline passes, then
+// reaps what it can. It returns how many holders it counted as escapees:
+// each process once over the tree's life, and none that a Kill which gave
+// up left as a survivor (that Kill classified it). A holder that outlives its SIGKILL
+// has its frozen cgroups thawed where the tree may (thawFrozen); one still
+// there at the deadline is left for Survivors to name.
+func (t *Tree) killPipeHolders(pipes []int, deadline time.Time) (int, error) {
 	links, err := pipeInodes(pipes)
 	if err != nil {
 		return 0, err
 	}
-	killed := map[int]bool{}
-	deadline := time.Now().Add(killDeadline)
+	n := 0
+	sigkilled := map[int]bool{}
 	for {
 		pids, err := pipeHolders(links)
 		if err != nil {
-			return len(killed), err
+			return n, err
 		}
 		if len(pids) == 0 {
 			break
 		}
+		var stuck []int
 		for _, p := range pids {
 			start := procStart(p)
 			t.mu.Lock()
 			t.st.seen[p] = start // attribute it, so its zombie can be reaped
 			t.mu.Unlock()
-			if unix.Kill(p, unix.SIGKILL) == nil {
-				killed[p] = true
+			if unix.Kill(p, unix.SIGKILL) != nil {
+				continue // ESRCH: gone meanwhile
 			}
+			// A survivor of a Kill that gave up was classified by it.
+			if !t.leftBehind(p, start) && t.countEscapee(p, []proc{{pid: p, start: start}}) {
+				n++
+			}
+			if sigkilled[p] {
+				stuck = append(stuck, p)
+			}
+			sigkilled[p] = true
+		}
+		if len(stuck) > 0 {
+			t.thawFrozen(stuck)
 		}
 		if time.Now().After(deadline) {
-			return len(killed), fmt.Errorf("killtree: pipe holders %v: %w", pids, ErrNotEmpty)
+			t.leftovers(pids)
+			return n, fmt.Errorf("killtree: pipe holders %v: %w", pids, ErrNotEmpty)
 		}
 		time.Sleep(time.Millisecond) // let SIGKILL land before rescanning; not synchronisation
 	}
@@ -95,5 +113,5 @@ func (t *Tree) killPipeHolders(pipes []int) (int, error) {
 	if ps, err := t.scanTree(); err == nil {
 		t.reapZombies(ps)
 	}
-	return len(killed), nil
+	return n, nil
 }

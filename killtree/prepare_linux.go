@@ -13,10 +13,10 @@ import (
 // The preparer is asked to restock after a start is done, not when the
 // containment is taken, so that it does not compete with the start itself.
 //
-// It also removes the containments of closed trees that Kill confirmed
-// empty: the rmdirs (tens of microseconds each, one per hierarchy) then
-// happen after Tree.Close returns. Removal failures are kept for
-// Manager.Close.
+// It also removes the containments of closed trees: the rmdirs (tens of
+// microseconds each, one per hierarchy), and for a tree Kill could not
+// confirm empty the kills and waits of rmTree, then happen after Tree.Close
+// returns. Removal failures are kept for Manager.Close.
 type preparer struct {
 	newC   func(id string) (containment, error)
 	kick   chan struct{}      // buffered 1: make a containment if none is ready
@@ -75,8 +75,8 @@ func (p *preparer) run() {
 	}
 }
 
-// remove queues c, confirmed empty, for removal; once the preparer has
-// stopped it removes c at once.
+// remove queues c for removal; once the preparer has stopped it removes c
+// at once.
 func (p *preparer) remove(c containment) error {
 	p.mu.Lock()
 	if p.stopped {

@@ -4,9 +4,15 @@ import (
 	"context"
 	"errors"
 	"os/exec"
+	"slices"
 	"sync"
 	"time"
 )
+
+// closeKill bounds the kill Close makes of a tree that an earlier Kill or
+// KillBy could not confirm empty: what outlived that is not likely to die
+// now, and Close must return.
+const closeKill = 100 * time.Millisecond
 
 // Tree is one started command and its containment. It is safe for
 // concurrent use. Kill it, reap the leader with cmd.Wait, then Close it.
@@ -30,10 +36,12 @@ type Tree struct {
 	st     treeState // per-OS baseline state; guarded by mu
 	pipes  []int     // read ends of the output pipes; guarded by mu
 	empty  bool      // Kill confirmed the tree empty; guarded by mu
+	tried  bool      // a Kill ran (and may have given up); guarded by mu
 	closed bool      // guarded by mu
 }
 
-// Pid returns the leader's process ID.
+// Pid returns the leader's process ID, which is also the tree's session
+// and process group ID: the shell's, or with Config.Reaper the reaper's.
 func (t *Tree) Pid() int { return t.pid }
 
 // Tier returns the tier that contains this tree.
@@ -55,7 +63,10 @@ func (t *Tree) Exited() <-chan struct{} {
 func (t *Tree) markExited() { t.exitedOnce.Do(func() { close(t.exited) }) }
 
 // liveMembers returns pids without duplicates and without the leader once
-// it has exited (an exited leader is an unreaped zombie, not a member).
+// it has exited (an exited leader is an unreaped zombie, not a member). A
+// reaper (Config.Reaper) counts as a member until it has reported the
+// shell's exit: it stands for the shell, whose zombie it may not have reaped
+// yet, so that a wait for the tree to empty also waits for that report.
 func (t *Tree) liveMembers(pids []int) []int {
 	if len(pids) == 0 {
 		return pids
@@ -147,18 +158,43 @@ func (t *Tree) WaitEmpty(ctx context.Context) error {
 // confirmed empty, or with an error wrapping ErrNotEmpty after 30 s.
 // Calling it again is cheap and kills whatever appeared since.
 func (t *Tree) Kill() (Report, error) {
+	return t.KillBy(time.Now().Add(killDeadline))
+}
+
+// KillBy is Kill with its own deadline: it gives up at deadline (or after
+// 30 s, whichever comes first) and returns an error wrapping ErrNotEmpty and
+// a Report whose Survivors and Alive say what of the tree still lives. The
+// way down of a command whose result is due uses it, so that nothing a
+// command does can hold its result back.
+func (t *Tree) KillBy(deadline time.Time) (Report, error) {
 	t.killMu.Lock()
 	defer t.killMu.Unlock()
 	start := time.Now()
-	rep, err := t.kill(time.Now().Add(killDeadline))
+	rep, err := t.kill(earliest(deadline, start.Add(killDeadline)))
 	rep.Tier = t.tier
 	rep.Duration = time.Since(start)
+	t.mu.Lock()
+	t.tried = true
 	if err == nil {
-		t.mu.Lock()
 		t.empty = true
-		t.mu.Unlock()
 	}
+	t.mu.Unlock()
+	sortProcesses(rep.Alive)
 	return rep, err
+}
+
+// Survivors lists the processes of the tree that a Kill, KillBy or
+// KillPipeHolders call could not end and that are still alive now (same PID
+// and start time), sorted by PID; nil when every kill confirmed its work.
+// On Linux it reads nothing when there is nothing to check; on Windows it
+// lists the job's processes until a kill confirmed the job empty.
+func (t *Tree) Survivors() []Process {
+	return t.survivors()
+}
+
+// sortProcesses sorts ps by PID.
+func sortProcesses(ps []Process) {
+	slices.SortFunc(ps, func(a, b Process) int { return a.Pid - b.Pid })
 }
 
 // WatchPipes records the descriptors of the read ends of the pipes given to
@@ -176,33 +212,47 @@ func (t *Tree) WatchPipes(readEnds ...int) {
 // until a scan finds none, reaps what it can, and returns how many it killed
 // (escapees). Elsewhere it returns 0, nil.
 func (t *Tree) KillPipeHolders() (int, error) {
+	return t.KillPipeHoldersBy(time.Now().Add(killDeadline))
+}
+
+// KillPipeHoldersBy is KillPipeHolders with a deadline: past it, the holders
+// still alive are left, an error wrapping ErrNotEmpty is returned, and
+// Survivors names them. A holder is counted once over the tree's life (an
+// escapee Kill already counted is not counted again).
+func (t *Tree) KillPipeHoldersBy(deadline time.Time) (int, error) {
 	t.mu.Lock()
 	pipes := append([]int(nil), t.pipes...)
 	t.mu.Unlock()
 	if len(pipes) == 0 {
 		return 0, nil
 	}
-	return t.killPipeHolders(pipes)
+	return t.killPipeHolders(pipes, earliest(deadline, time.Now().Add(killDeadline)))
 }
 
-// Close destroys the containment (removes the cgroup, closes descriptors and
-// handles) and forgets the tree. If Kill has not confirmed the tree empty,
-// Close kills it first, so a containment is never left populated. It is
-// idempotent. A containment is never reused. On the cgroup tiers the empty
-// cgroup directories of a tree that Kill confirmed empty are removed in the
-// Manager's background goroutine, after Close returns; Manager.Close waits
-// for them and reports a removal that failed.
+// Close destroys the containment (removes the cgroup and the cgroups nested
+// in it, closes descriptors and handles) and forgets the tree. If Kill has
+// not confirmed the tree empty, Close kills it first, so a containment is
+// never left populated; after a Kill or KillBy that gave up, that last kill
+// takes at most closeKill, so that Close stays bounded. It is idempotent. A
+// containment is never reused. On the cgroup tiers the cgroup directories
+// are removed in the Manager's background goroutine, after Close returns
+// (killing what a nested cgroup still holds); Manager.Close waits for them
+// and reports a removal that failed.
 func (t *Tree) Close() error {
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
 		return nil
 	}
-	empty := t.empty
+	empty, tried := t.empty, t.tried
 	t.mu.Unlock()
 	var errs []error
 	if !empty {
-		if _, err := t.Kill(); err != nil {
+		limit := killDeadline
+		if tried {
+			limit = closeKill
+		}
+		if _, err := t.KillBy(time.Now().Add(limit)); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -220,4 +270,12 @@ func (t *Tree) Close() error {
 	t.wg.Wait()
 	t.m.forget(t)
 	return errors.Join(errs...)
+}
+
+// earliest returns the earlier of a and b.
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }

@@ -34,17 +34,34 @@ while IFS= read -r line; do
 done
 pat=$1
 shift
+# walk D sets subs to the cgroups nested in D, children before parents: a
+# root command can make cgroups inside its leaf.
+walk() {
+	local x
+	for x in "$1"/*/; do
+		x=${x%/}
+		[ -d "$x" ] || continue
+		walk "$x"
+		subs+=("$x")
+	done
+}
 for inst in "$@"; do
 	for d in "$inst"/*/; do
 		d=${d%/}
 		[ -d "$d" ] || continue
-		[ -e "$d/cgroup.kill" ] && echo 1 > "$d/cgroup.kill"
+		subs=()
+		walk "$d"
+		if [ -e "$d/cgroup.kill" ]; then
+			echo 1 > "$d/cgroup.kill"
+			for s in "${subs[@]}"; do echo 0 > "$s/cgroup.freeze"; done 2>/dev/null
+		fi
 		if [ -e "$d/freezer.state" ]; then
 			for i in 1 2 3 4 5 6 7 8 9 10; do
 				echo FROZEN > "$d/freezer.state"
-				p=$(cat "$d/cgroup.procs" 2>/dev/null)
+				p=$(cat "$d/cgroup.procs" "${subs[@]/%//cgroup.procs}" 2>/dev/null)
 				[ -n "$p" ] && kill -9 $p 2>/dev/null
 				echo THAWED > "$d/freezer.state"
+				for s in "${subs[@]}"; do echo THAWED > "$s/freezer.state"; done 2>/dev/null
 				[ -z "$p" ] && break
 			done
 		fi
@@ -59,7 +76,11 @@ for inst in "$@"; do
 	for d in "$inst"/*/; do
 		d=${d%/}
 		[ -d "$d" ] || continue
-		for i in 1 2 3 4 5 6 7 8 9 10; do rmdir "$d" 2>/dev/null && break; sleep 0.05; done
+		subs=()
+		walk "$d"
+		for s in "${subs[@]}" "$d"; do
+			for i in 1 2 3 4 5 6 7 8 9 10; do rmdir "$s" 2>/dev/null && break; sleep 0.05; done
+		done
 	done
 	rmdir "$inst" 2>/dev/null
 done
@@ -156,23 +177,26 @@ func ownerAlive(pid, start string) bool {
 	return strconv.FormatUint(procStart(p), 10) == start
 }
 
+// killStaleLeaf kills what a stale leaf and the cgroups nested in it hold
+// (thawing those that froze themselves) and removes them, children first.
 func killStaleLeaf(dir string) {
 	switch {
 	case fileExists(filepath.Join(dir, "cgroup.kill")):
 		_ = writeFile(filepath.Join(dir, "cgroup.kill"), "1")
+		thawNested(dir)
 		_ = pollUntilTimeout(time.Second, func() bool { return !populated(filepath.Join(dir, "cgroup.events")) })
 	case fileExists(filepath.Join(dir, "freezer.state")):
-		_, _ = (&cgroup1{freezer: dir}).kill()
+		_, _ = (&cgroup1{freezer: dir}).kill(time.Now().Add(time.Second))
 	default: // a pids-only leaf: whatever is left escaped the other cgroups
 		_ = pollUntilTimeout(time.Second, func() bool {
-			p, _ := readPids(filepath.Join(dir, "cgroup.procs"))
+			p, _ := readPidsTree(dir)
 			for _, pid := range p {
 				_ = unix.Kill(pid, unix.SIGKILL) // ESRCH: gone meanwhile
 			}
 			return len(p) == 0
 		})
 	}
-	_ = rmLeaf(dir)
+	_ = rmTree(dir)
 }
 
 func fileExists(p string) bool {

@@ -51,10 +51,10 @@ func TestWriteLayoutAndModes(t *testing.T) {
 	t.Parallel()
 	data := filepath.Join(t.TempDir(), "data") // does not exist yet
 	now := time.UnixMilli(1700000000123)
-	s := New(data, Options{Now: fixedNow(now)})
+	s := newStore(t, data, Options{Now: fixedNow(now)})
 
-	if _, err := os.Stat(data); !errors.Is(err, fs.ErrNotExist) {
-		t.Fatalf("data dir exists before the first spill: %v", err)
+	if _, err := os.Stat(filepath.Join(data, "scratch")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("scratch exists before the first spill: %v", err)
 	}
 	path, err := s.Write("sess-1", "stdout", []byte("hello\n"))
 	if err != nil {
@@ -91,7 +91,7 @@ func TestWriteLayoutAndModes(t *testing.T) {
 func TestDirNotCreatedUntilFirstSpill(t *testing.T) {
 	t.Parallel()
 	data := t.TempDir()
-	s := New(data, Options{})
+	s := newStore(t, data, Options{})
 	// Everything short of a successful Write leaves the data dir empty.
 	if _, err := s.Sweep(0); err != nil {
 		t.Fatal(err)
@@ -102,7 +102,7 @@ func TestDirNotCreatedUntilFirstSpill(t *testing.T) {
 	if _, err := s.Write("s", "../x", []byte("x")); !errors.Is(err, ErrInvalidName) {
 		t.Fatalf("err = %v, want ErrInvalidName", err)
 	}
-	if _, err := s.Resolve("scratch"); !errors.Is(err, ErrNotFound) {
+	if _, _, err := s.Open("scratch/s/tool-output/x.log"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("err = %v, want ErrNotFound", err)
 	}
 	if got := listTree(t, data); len(got) != 1 {
@@ -141,7 +141,7 @@ func TestWriteMaxBytes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			s := New(t.TempDir(), Options{MaxBytes: tt.max})
+			s := newStore(t, t.TempDir(), Options{MaxBytes: tt.max})
 			p, err := s.Write("s", "out", tt.data)
 			if err != nil {
 				t.Fatal(err)
@@ -172,7 +172,7 @@ func TestWriteNeverOverwrites(t *testing.T) {
 	// Not parallel: it predicts the next seq, which other tests advance.
 	data := t.TempDir()
 	now := time.UnixMilli(1700000000000)
-	s := New(data, Options{Now: fixedNow(now)})
+	s := newStore(t, data, Options{Now: fixedNow(now)})
 	first, err := s.Write("s", "out", []byte("first"))
 	if err != nil {
 		t.Fatal(err)
@@ -223,8 +223,8 @@ func TestWriteNeverOverwrites(t *testing.T) {
 
 func TestSeqIncreasesAcrossStores(t *testing.T) {
 	t.Parallel()
-	a := New(t.TempDir(), Options{})
-	b := New(t.TempDir(), Options{})
+	a := newStore(t, t.TempDir(), Options{})
+	b := newStore(t, t.TempDir(), Options{})
 	pa, err := a.Write("s", "out", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -242,7 +242,7 @@ func TestConcurrentWriters(t *testing.T) {
 	t.Parallel()
 	const n = 100
 	// A frozen clock makes every name differ by seq alone.
-	s := New(t.TempDir(), Options{Now: fixedNow(time.UnixMilli(1700000000000))})
+	s := newStore(t, t.TempDir(), Options{Now: fixedNow(time.UnixMilli(1700000000000))})
 	paths := make([]string, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
@@ -274,8 +274,14 @@ func TestConcurrentWriters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(entries) != n {
-		t.Errorf("%d files, want %d", len(entries), n)
+	logs := 0
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".log") {
+			logs++
+		}
+	}
+	if logs != n || len(entries) != 2*n {
+		t.Errorf("%d spill files and %d entries, want %d and %d (each with its sidecar)", logs, len(entries), n, 2*n)
 	}
 }
 
@@ -286,10 +292,9 @@ func TestWriteIOErrorReturned(t *testing.T) {
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s := New(file, Options{})
-	p, err := s.Write("s", "out", []byte("x"))
-	if err == nil || p != "" {
-		t.Fatalf("Write = %q, %v; want an error and no path", p, err)
+	s, err := New(file, Options{})
+	if err == nil || s != nil {
+		t.Fatalf("New = %v, %v; want an error and no Store", s, err)
 	}
 	if errors.Is(err, ErrInvalidName) {
 		t.Errorf("I/O failure reported as ErrInvalidName: %v", err)
@@ -345,7 +350,7 @@ func TestNames(t *testing.T) {
 			// nothing anywhere; accepted ones land inside the data dir.
 			parent := t.TempDir()
 			data := filepath.Join(parent, "data")
-			s := New(data, Options{})
+			s := newStore(t, data, Options{})
 			for _, pair := range [][2]string{{tt.name, "out"}, {"s", tt.name}} {
 				p, err := s.Write(pair[0], pair[1], []byte("x"))
 				if tt.ok != (err == nil) {
@@ -358,7 +363,8 @@ func TestNames(t *testing.T) {
 					t.Errorf("Write(%q, %q) = %q, outside the scratch dir", pair[0], pair[1], p)
 				}
 			}
-			if got := listTree(t, parent); !tt.ok && len(got) != 1 {
+			// New made the data dir itself; nothing else may appear.
+			if got := listTree(t, parent); !tt.ok && len(got) != 2 {
 				t.Errorf("rejected name created %q", got)
 			} else if tt.ok && slicesAny(got, func(p string) bool { return p != "." && !strings.HasPrefix(p, "data") }) {
 				t.Errorf("accepted name created something outside the data dir: %q", got)
@@ -392,7 +398,11 @@ func FuzzWriteNames(f *testing.F) {
 	}
 	parent := f.TempDir()
 	data := filepath.Join(parent, "data")
-	s := New(data, Options{MaxBytes: 1})
+	s, err := New(data, Options{MaxBytes: 1})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { s.Close() })
 	f.Fuzz(func(t *testing.T, session, label string) {
 		p, err := s.Write(session, label, []byte("xy"))
 		if err != nil {
@@ -413,4 +423,16 @@ func FuzzWriteNames(f *testing.F) {
 			t.Fatalf("something was created beside the data dir: %v %v", entries, err)
 		}
 	})
+}
+
+// newStore is New, failing the test on an error and closing the Store at
+// its end.
+func newStore(t *testing.T, dataDir string, o Options) *Store {
+	t.Helper()
+	s, err := New(dataDir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }

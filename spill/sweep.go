@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -39,7 +39,7 @@ func (s *Store) RemoveSession(session string) error {
 	mu := sessionLock(s.dataDir, session)
 	mu.Lock()
 	defer mu.Unlock()
-	if err := os.RemoveAll(s.sessionDir(session)); err != nil {
+	if err := s.root.RemoveAll(filepath.Join("scratch", session)); err != nil {
 		return fmt.Errorf("spill: remove session %s: %w", session, err)
 	}
 	return nil
@@ -54,14 +54,17 @@ func (s *Store) RemoveSession(session string) error {
 // are not valid session IDs are left alone, and symlinks are never followed.
 //
 // Each session is checked and removed while holding its lock, so a session
-// written during the sweep survives it. A missing scratch directory is not
+// written during the sweep survives it. Sweep and RemoveSession work beneath
+// the data directory held open since New (os.Root): a component replaced by
+// a symlink leading out is never followed out, so nothing outside the data
+// directory is listed or removed. A missing scratch directory is not
 // an error.
 func (s *Store) Sweep(retention time.Duration) ([]string, error) {
 	if retention <= 0 {
 		retention = DefaultRetention
 	}
 	cutoff := s.now().Add(-retention)
-	entries, err := os.ReadDir(filepath.Join(s.dataDir, "scratch"))
+	entries, err := fs.ReadDir(s.root.FS(), "scratch")
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -92,8 +95,8 @@ func (s *Store) sweepSession(session string, cutoff time.Time) (bool, error) {
 	mu := sessionLock(s.dataDir, session)
 	mu.Lock()
 	defer mu.Unlock()
-	dir := s.sessionDir(session)
-	newest, err := newestModTime(dir)
+	dir := "scratch/" + session
+	newest, err := newestModTime(s.root.FS(), dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil // removed since the listing
 	}
@@ -103,19 +106,20 @@ func (s *Store) sweepSession(session string, cutoff time.Time) (bool, error) {
 	if !newest.Before(cutoff) {
 		return false, nil
 	}
-	if err := os.RemoveAll(dir); err != nil {
+	if err := s.root.RemoveAll(filepath.FromSlash(dir)); err != nil {
 		return false, fmt.Errorf("spill: sweep session %s: %w", session, err)
 	}
 	return true, nil
 }
 
-// newestModTime returns the newest modification time of the files below
-// root, or of its directories when it holds no files. Symlinks are not
-// followed (filepath.WalkDir does not descend into them).
-func newestModTime(root string) (time.Time, error) {
+// newestModTime returns the newest modification time of the spill files
+// below root in fsys, or of its directories when it holds no files. A
+// sidecar (.meta) ages with its spill file and is not counted. Symlinks are
+// not followed (fs.WalkDir does not descend into them).
+func newestModTime(fsys fs.FS, root string) (time.Time, error) {
 	var newestFile, newestDir time.Time
 	files := false
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+	err := fs.WalkDir(fsys, root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -129,6 +133,7 @@ func newestModTime(root string) (time.Time, error) {
 			if mt.After(newestDir) {
 				newestDir = mt
 			}
+		case strings.HasSuffix(path, metaSuffix):
 		default:
 			files = true
 			if mt.After(newestFile) {

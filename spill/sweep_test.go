@@ -36,7 +36,7 @@ func TestSweep(t *testing.T) {
 	base := time.Date(2030, 1, 15, 12, 0, 0, 0, time.UTC)
 	day := 24 * time.Hour
 	data := t.TempDir()
-	s := New(data, Options{Now: fixedNow(base)})
+	s := newStore(t, data, Options{Now: fixedNow(base)})
 	scratch := filepath.Join(data, "scratch")
 
 	// session writes one file and gives it the age given.
@@ -134,7 +134,7 @@ func TestSweep(t *testing.T) {
 
 func TestSweepMissingScratch(t *testing.T) {
 	t.Parallel()
-	s := New(filepath.Join(t.TempDir(), "never-written"), Options{})
+	s := newStore(t, filepath.Join(t.TempDir(), "never-written"), Options{})
 	removed, err := s.Sweep(time.Hour)
 	if err != nil || removed != nil {
 		t.Fatalf("Sweep = %q, %v; want nothing", removed, err)
@@ -148,7 +148,7 @@ func TestSweepMissingScratch(t *testing.T) {
 func TestSweepConcurrentWithWrites(t *testing.T) {
 	t.Parallel()
 	data := t.TempDir()
-	s := New(data, Options{})
+	s := newStore(t, data, Options{})
 	old := time.Now().Add(-30 * 24 * time.Hour)
 	const sessions = 20
 	ids := make([]string, sessions)
@@ -228,7 +228,7 @@ func TestSweepConcurrentWithWrites(t *testing.T) {
 func TestRemoveSession(t *testing.T) {
 	t.Parallel()
 	data := t.TempDir()
-	s := New(data, Options{})
+	s := newStore(t, data, Options{})
 	a, err := s.Write("a", "out", []byte("a"))
 	if err != nil {
 		t.Fatal(err)
@@ -269,7 +269,7 @@ func TestRemoveSession(t *testing.T) {
 // other session's files all survive intact.
 func TestRemoveSessionConcurrentWithWrites(t *testing.T) {
 	t.Parallel()
-	s := New(t.TempDir(), Options{})
+	s := newStore(t, t.TempDir(), Options{})
 	start := make(chan struct{})
 	var wg sync.WaitGroup
 	paths := make([]string, 50)

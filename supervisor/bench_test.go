@@ -155,37 +155,48 @@ func BenchmarkOverhead(b *testing.B) {
 // BenchmarkOverheadRatio alternates the baseline and Run in one loop, per
 // tier, so both see the same machine, and reports ratio = mean corral time
 // / mean exec time (target at most 1.10), and median-ratio, the same with
-// medians, which a shared machine's spikes move less.
+// medians, which a shared machine's spikes move less. The <tier>-reaper
+// rows run every command under its own reaper (killtree.Config.Reaper): a
+// Go runtime start per command, not a default for that reason.
 func BenchmarkOverheadRatio(b *testing.B) {
 	for _, tier := range tiers(b) {
-		b.Run(string(tier), func(b *testing.B) {
-			s := benchSup(b, tier)
-			var tExec, tCorral []time.Duration
-			i := 0
-			for b.Loop() {
-				// Alternate which goes first, so neither always runs on
-				// a cache the other warmed.
-				for k := range 2 {
-					start := time.Now()
-					if (i+k)%2 == 0 {
-						execTrue(b, s.shell)
-						tExec = append(tExec, time.Since(start))
-					} else {
-						runTrue(b, s)
-						tCorral = append(tCorral, time.Since(start))
-					}
-				}
-				i++
+		for _, reaper := range []bool{false, true} {
+			name := string(tier)
+			if reaper {
+				name += "-reaper"
 			}
-			r := float64(sum(tCorral)) / float64(sum(tExec))
-			b.ReportMetric(r, "ratio")
-			b.ReportMetric(float64(median(tCorral))/float64(median(tExec)), "median-ratio")
-			b.ReportMetric(float64(sum(tExec).Microseconds())/float64(i), "exec-µs/op")
-			b.ReportMetric(float64(sum(tCorral).Microseconds())/float64(i), "corral-µs/op")
-			if r > overheadTarget {
-				b.Logf("overhead %.3f× exceeds the %.2f× target", r, overheadTarget)
+			b.Run(name, func(b *testing.B) { overheadRatio(b, tier, reaper) })
+		}
+	}
+}
+
+// overheadRatio is one row of BenchmarkOverheadRatio.
+func overheadRatio(b *testing.B, tier killtree.Tier, reaper bool) {
+	s := newSup(b, Config{Containment: killtree.Config{Tier: tier, Reaper: reaper}})
+	var tExec, tCorral []time.Duration
+	i := 0
+	for b.Loop() {
+		// Alternate which goes first, so neither always runs on
+		// a cache the other warmed.
+		for k := range 2 {
+			start := time.Now()
+			if (i+k)%2 == 0 {
+				execTrue(b, s.shell)
+				tExec = append(tExec, time.Since(start))
+			} else {
+				runTrue(b, s)
+				tCorral = append(tCorral, time.Since(start))
 			}
-		})
+		}
+		i++
+	}
+	r := float64(sum(tCorral)) / float64(sum(tExec))
+	b.ReportMetric(r, "ratio")
+	b.ReportMetric(float64(median(tCorral))/float64(median(tExec)), "median-ratio")
+	b.ReportMetric(float64(sum(tExec).Microseconds())/float64(i), "exec-µs/op")
+	b.ReportMetric(float64(sum(tCorral).Microseconds())/float64(i), "corral-µs/op")
+	if r > overheadTarget {
+		b.Logf("overhead %.3f× exceeds the %.2f× target", r, overheadTarget)
 	}
 }
 

@@ -2,7 +2,8 @@
 // model should see. It is the entry point an embedding harness uses.
 //
 // Run validates a Request before anything starts (a bad timeout, an empty
-// command or a NUL byte is ErrInvalidRequest and nothing runs), starts the
+// command or a NUL byte is ErrInvalidRequest and nothing runs; so is a
+// command the kernel refuses to exec for its size, E2BIG), starts the
 // shell inside a fresh killtree containment with stdin on /dev/null (or the
 // request's bytes), drains stdout and stderr concurrently into the capture
 // layer without ever blocking the child, and delivers live events to the
@@ -18,7 +19,14 @@
 // member, a grace period that ends early once the tree is empty, SIGKILL to
 // the whole tree, confirmation that it is empty, both pipes drained to EOF
 // (a pipe-holder scan kills any writer that escaped the containment), and only
-// then the Result. No event is delivered after the result event.
+// then the Result. No event is delivered after the result event. An abort
+// whose cause is ErrClientGone skips SIGTERM and the grace.
+//
+// With Config.User set (the process must be root), every command runs as
+// that unprivileged user: its IDs and groups are set in the child before
+// exec, so the command cannot write the containment's cgroup files, signal
+// the supervisor or read its spill files and memory; the containments, the spill
+// files and the data directory stay the supervisor's.
 //
 // The Result marshals to the JSON contract of corral's DESIGN.md: the model
 // views of both streams (budget), their counters, the spill paths of the

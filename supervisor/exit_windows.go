@@ -1,6 +1,10 @@
 package supervisor
 
-import "os"
+import (
+	"os"
+
+	"github.com/corral-sh/corral/killtree"
+)
 
 // exitStatus returns the process's exit code; Windows has no signals, so a
 // terminated job reports its exit code (1 for TerminateJobObject).
@@ -10,3 +14,6 @@ func exitStatus(ps *os.ProcessState) (code int, sig string) {
 	}
 	return ps.ExitCode(), ""
 }
+
+// shellExit returns ok false: there is no reaper on Windows.
+func shellExit(*killtree.Tree) (code int, sig string, ok bool) { return 0, "", false }

@@ -45,7 +45,7 @@ var (
 	// also match ErrNotFound. A bounded record of forgotten IDs tells them
 	// from IDs that never existed; an ID forgotten long ago (more than
 	// forgottenIDs since) is plain ErrNotFound.
-	ErrJobExpired = errors.New("supervisor: job expired")
+	ErrJobExpired = fmt.Errorf("%w: the job expired", ErrNotFound)
 	// ErrTooManyJobs: the live-job limit is reached. RESOURCE_EXHAUSTED.
 	ErrTooManyJobs = errors.New("supervisor: too many background jobs")
 	// ErrStillRunning: Wait's deadline passed before the job ended.
@@ -55,6 +55,29 @@ var (
 	// It also matches ErrInvalidRequest.
 	ErrJobStdin = errors.New("supervisor: job stdin")
 )
+
+// JobError is a job operation refused for a reason callers branch on. Kind
+// is ErrNotFound, ErrTooManyJobs or ErrStillRunning, and errors.Is matches
+// it; Reason is the message without the package prefix, as wire errors
+// carry it ("no job \"j-1\": ...").
+type JobError struct {
+	Kind   error
+	Reason string
+}
+
+func (e *JobError) Error() string { return "supervisor: " + e.Reason }
+
+// Is reports whether target is e.Kind.
+func (e *JobError) Is(target error) bool { return target == e.Kind }
+
+// Unwrap returns e.Kind, so that what Kind matches, e matches too
+// (ErrJobExpired is also ErrNotFound).
+func (e *JobError) Unwrap() error { return e.Kind }
+
+// jobError returns a *JobError of kind with a formatted reason.
+func jobError(kind error, format string, args ...any) error {
+	return &JobError{Kind: kind, Reason: fmt.Sprintf(format, args...)}
+}
 
 // JobRequest starts a background job: the same Request as a command, plus
 // its lifetime and whether its stdin stays open.
@@ -234,7 +257,7 @@ func (s *Supervisor) launchJob(v validated, listed bool) (*job, error) {
 	}
 	if t.running >= t.max {
 		t.mu.Unlock()
-		return nil, fmt.Errorf("%w: %d are running (the limit)", ErrTooManyJobs, t.max)
+		return nil, jobError(ErrTooManyJobs, "%d background jobs are running, the most allowed; kill one or wait for one to end", t.max)
 	}
 	t.running++
 	t.mu.Unlock()
@@ -323,9 +346,9 @@ func (t *jobTable) get(id string) (*job, error) {
 	j, ok := t.jobs[id]
 	if !ok || j == nil {
 		if why, ok := t.whyLocked(id); ok {
-			return nil, &expiredError{id: id, why: why}
+			return nil, &JobError{Kind: ErrJobExpired, Reason: fmt.Sprintf("job %s expired: %s", id, why)}
 		}
-		return nil, fmt.Errorf("%w: %q", ErrNotFound, id)
+		return nil, jobError(ErrNotFound, "no job %q", id)
 	}
 	return j, nil
 }
@@ -415,7 +438,7 @@ func (s *Supervisor) WaitJob(ctx context.Context, id string, timeout time.Durati
 		r, _ := j.exited()
 		return *r, nil
 	case <-deadline:
-		return Result{}, fmt.Errorf("%w: %s after %s", ErrStillRunning, id, seconds(timeout))
+		return Result{}, jobError(ErrStillRunning, "job %s still running after %s", id, seconds(timeout))
 	case <-ctx.Done():
 		return Result{}, ctx.Err()
 	}

@@ -40,16 +40,6 @@ func (f *forgetLog) add(id string, r forgetReason) {
 	f.why[id] = r
 }
 
-// expiredError is the error of a job that was forgotten. It matches
-// ErrJobExpired and ErrNotFound.
-type expiredError struct{ id, why string }
-
-func (e *expiredError) Error() string {
-	return fmt.Sprintf("supervisor: job %s expired: %s", e.id, e.why)
-}
-
-func (e *expiredError) Is(target error) bool { return target == ErrJobExpired || target == ErrNotFound }
-
 // why reports whether the table forgot id, and how to say why.
 func (t *jobTable) whyLocked(id string) (string, bool) {
 	r, ok := t.forgotten.why[id]

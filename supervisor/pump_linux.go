@@ -54,9 +54,10 @@ const (
 // command, are handed to drain goroutines (handOff).
 func (p *proc) wait(ctx context.Context) ending {
 	deadline := time.Now().Add(p.v.timeout)
-	// Our own pidfd, not the tree's: this loop owns it, so nothing can
-	// close it (and let its number be reused) under the poll.
-	pidfd, err := unix.PidfdOpen(p.tree.Pid(), 0)
+	// Our own descriptor, not the tree's: this loop owns it, so nothing
+	// can close it (and let its number be reused) under the poll. It is a
+	// pidfd of the shell, or the status pipe of its reaper.
+	pidfd, err := p.tree.ExitFD()
 	if err == nil && p.s.noPollLoop {
 		unix.Close(pidfd)
 		err = errNoPollLoop

@@ -31,13 +31,18 @@ var ErrInvalidRequest = errors.New("supervisor: invalid request")
 // RequestError is a request that failed validation. Reason is the message
 // without the package prefix, as wire errors carry it ("timeout must be
 // between 1 and 300 seconds, got 301"). It matches ErrInvalidRequest, and
-// Kind when set.
+// Kind when set; Err, when set, is the underlying error (syscall.E2BIG for
+// a command too large to exec), reached by errors.Is and errors.As.
 type RequestError struct {
 	Reason string
 	Kind   error
+	Err    error
 }
 
 func (e *RequestError) Error() string { return "supervisor: invalid request: " + e.Reason }
+
+// Unwrap returns Err.
+func (e *RequestError) Unwrap() error { return e.Err }
 
 // Is reports whether target is ErrInvalidRequest or e.Kind.
 func (e *RequestError) Is(target error) bool {
@@ -54,7 +59,8 @@ func invalid(format string, args ...any) error {
 type Request struct {
 	// Command is run as `<shell> -c Command`. Required; no NUL bytes.
 	Command string
-	// Dir is the working directory; "" is the supervisor's own. It must exist.
+	// Dir is the working directory; "" is the supervisor's own (see
+	// Config.User for commands run as another user). It must exist.
 	Dir string
 	// Env overrides variables of the inherited environment (and of the
 	// prompt-suppression defaults). Names are non-empty, without '=' or NUL.
@@ -157,6 +163,9 @@ func (s *Supervisor) validate(r Request) (validated, error) {
 		if !fi.IsDir() {
 			return bad("cwd %q is not a directory", r.Dir)
 		}
+		if s.user != nil && !s.user.canEnter(r.Dir) {
+			return bad("cwd %q: user %s may not enter it", r.Dir, s.user.name)
+		}
 	}
 	for k, val := range r.Env {
 		if err := checkEnvName(k); err != nil {
@@ -177,27 +186,32 @@ func (s *Supervisor) validate(r Request) (validated, error) {
 	if v.Label == "" {
 		v.Label = "bash"
 	}
-	if err := spill.ValidateName("session", v.Session); err != nil {
-		return bad("%v", err)
+	if spill.ValidateName("session", v.Session) != nil {
+		return bad("session %q %s", v.Session, spill.NameRule)
 	}
-	if err := spill.ValidateName("label", v.Label); err != nil {
-		return bad("%v", err)
+	if spill.ValidateName("label", v.Label) != nil {
+		return bad("label %q %s", v.Label, spill.NameRule)
 	}
 	var err error
 	if v.stdout, err = policyOr(r.StdoutPolicy, budget.PolicyHead); err != nil {
-		return bad("stdoutPolicy: %v", err)
+		return bad("stdoutPolicy: %s", err)
 	}
 	if v.stderr, err = policyOr(r.StderrPolicy, budget.PolicyTail); err != nil {
-		return bad("stderrPolicy: %v", err)
+		return bad("stderrPolicy: %s", err)
 	}
 	return v, nil
 }
 
+// policyOr returns p, or def when p is empty. Its error is the reason
+// alone, for a RequestError.
 func policyOr(p, def budget.Policy) (budget.Policy, error) {
 	if p == "" {
 		return def, nil
 	}
-	return budget.ParsePolicy(string(p))
+	if _, err := budget.ParsePolicy(string(p)); err != nil {
+		return "", fmt.Errorf("unknown policy %q; allowed: %q, %q, %q", p, budget.PolicyHead, budget.PolicyTail, budget.PolicyHeadTail)
+	}
+	return p, nil
 }
 
 func checkEnvName(k string) error {
@@ -234,8 +248,9 @@ var promptKeys = func() map[string]bool {
 }()
 
 // environ builds the child's environment: the supervisor's own, minus the
-// scrubbed names, plus prompt suppression, plus the request's overrides,
-// minus its removals, plus the run marker. Scrubbed names never get through,
+// scrubbed names, plus prompt suppression and the run-as user's HOME, USER
+// and LOGNAME, plus the request's overrides, minus its removals, plus the
+// run marker. Scrubbed names never get through,
 // not even when the request sets them. It runs for every command, so it
 // filters one pass over the supervisor's environment instead of building a
 // map of it.
@@ -250,14 +265,14 @@ func (s *Supervisor) environ(v validated, runID string, base []string) []string 
 	if !fromSession {
 		base = os.Environ()
 	}
-	chosen := map[string]bool{} // prompt variables the session chose
-	env := make([]string, 0, len(base)+len(promptSuppression)+len(v.Env)+1)
+	chosen := map[string]bool{} // prompt and user variables the session chose
+	env := make([]string, 0, len(base)+len(promptSuppression)+len(userKeys)+len(v.Env)+1)
 	for _, kv := range base {
 		k, _, ok := strings.Cut(kv, "=")
 		if !ok || k == "" || k == RunIDEnv {
 			continue
 		}
-		if promptKeys[k] && !s.cfg.NoPromptSuppression {
+		if promptKeys[k] && !s.cfg.NoPromptSuppression || userKeys[k] && s.user != nil {
 			if !fromSession {
 				continue
 			}
@@ -268,12 +283,17 @@ func (s *Supervisor) environ(v validated, runID string, base []string) []string 
 		}
 		env = append(env, kv)
 	}
+	var defaults []string
 	if !s.cfg.NoPromptSuppression {
-		for _, kv := range promptSuppression {
-			k, _, _ := strings.Cut(kv, "=")
-			if _, set := v.Env[k]; !set && !removed(k) && !chosen[k] {
-				env = append(env, kv)
-			}
+		defaults = promptSuppression
+	}
+	if s.user != nil {
+		defaults = append(s.user.env(), defaults...)
+	}
+	for _, kv := range defaults {
+		k, _, _ := strings.Cut(kv, "=")
+		if _, set := v.Env[k]; !set && !removed(k) && !chosen[k] {
+			env = append(env, kv)
 		}
 	}
 	// An interactive job talks through pipes: Python would block-buffer its

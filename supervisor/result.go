@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/corral-sh/corral/budget"
+	"github.com/corral-sh/corral/killtree"
 )
 
 // Result is what one command produced, shaped for the model. It marshals to
@@ -39,11 +40,18 @@ type KillInfo struct {
 	// Processes counts the processes killed after the shell exited or was
 	// stopped (escapees included).
 	Processes int `json:"processes"`
-	// Lingering counts the processes the shell left running behind it.
+	// Lingering counts the processes the shell left running behind it
+	// (also those that left the containment).
 	Lingering int `json:"lingering"`
-	// Escapees counts writers found outside the containment by the
-	// pipe-holder scan and killed.
+	// Escapees counts the processes (not events: each once) found outside
+	// the containment, by the kill's sweep or the pipe-holder scan, and
+	// killed.
 	Escapees int `json:"escapees,omitempty"`
+	// Survivors counts the processes of the tree still alive when the
+	// Result was made (in uninterruptible sleep, or frozen where corral may
+	// not thaw them); the stderr note then names them and does not say the
+	// tree was killed.
+	Survivors int `json:"survivors,omitempty"`
 }
 
 // ending says why the command stopped.
@@ -57,8 +65,14 @@ const (
 
 // note is the line appended to the stderr view when corral stopped the
 // command, telling the model what happened and what it can do.
-func (s *Supervisor) note(end ending, v validated, kill KillInfo) string {
+func (s *Supervisor) note(end ending, v validated, kill KillInfo, alive []killtree.Process) string {
 	tree := fmt.Sprintf("killed its process tree (%s)", plural(kill.Processes, "process", "processes"))
+	if kill.Survivors > 0 {
+		tree = fmt.Sprintf("killed %s of its process tree, but %s still alive: %s",
+			plural(kill.Processes, "process", "processes"),
+			pick(kill.Survivors == 1, "1 process is", fmt.Sprintf("%d processes are", kill.Survivors)),
+			names(alive))
+	}
 	timeout := v.timeout
 	switch {
 	case end == endTimedOut && v.job:
@@ -80,12 +94,39 @@ func (s *Supervisor) note(end ending, v validated, kill KillInfo) string {
 	case endAborted:
 		return fmt.Sprintf("[corral: aborted by the caller; %s.]", tree)
 	}
+	if kill.Survivors > 0 {
+		left := max(kill.Lingering, kill.Survivors)
+		return fmt.Sprintf("[corral: the shell exited and left %s running; corral could not kill %s, still alive: %s.]",
+			plural(left, "process", "processes"),
+			pick(kill.Survivors == left, pick(left == 1, "it", "them"), fmt.Sprintf("%d of them", kill.Survivors)),
+			names(alive))
+	}
 	if kill.Lingering > 0 {
 		return fmt.Sprintf("[corral: the shell exited and left %s running; %s killed. "+
 			"A command's background processes do not outlive it.]",
 			plural(kill.Lingering, "process", "processes"), pick(kill.Lingering == 1, "it was", "they were"))
 	}
 	return ""
+}
+
+// maxNamed is how many survivors a note names; it counts the rest.
+const maxNamed = 10
+
+// names lists processes as "pid 42 (sleep), pid 43 (bash)", at most
+// maxNamed of them, then how many more.
+func names(ps []killtree.Process) string {
+	var b strings.Builder
+	for i, p := range ps {
+		if i == maxNamed {
+			fmt.Fprintf(&b, " and %d more", len(ps)-maxNamed)
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "pid %d (%s)", p.Pid, p.Comm)
+	}
+	return b.String()
 }
 
 func seconds(d time.Duration) string {

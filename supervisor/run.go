@@ -3,10 +3,12 @@ package supervisor
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -15,12 +17,22 @@ import (
 	"github.com/corral-sh/corral/killtree"
 )
 
+// ErrClientGone, as the cause of cancelling Run's context
+// (context.WithCancelCause), aborts the command without the graceful phase:
+// its whole tree gets SIGKILL at once. Front ends give it when the client
+// that would read the Result went away, since nobody is left to read a
+// graceful ending; any other cancellation keeps the grace.
+var ErrClientGone = errors.New("supervisor: the client is gone")
+
 // Run runs r to completion and returns its Result. A Request that fails
 // validation returns an error wrapping ErrInvalidRequest before anything
-// starts; a failure to start the shell returns an error too. Once the
+// starts, and so does a command and environment the kernel refuses to exec
+// for their size (E2BIG); a failure to start the shell returns an error
+// too. Once the
 // command ran, Run returns a Result and a nil error whatever the command's
-// exit code. Cancelling ctx aborts the command: its tree is killed and the
-// Result has Aborted set. Run is safe for concurrent use; while a command
+// exit code. Cancelling ctx aborts the command: its tree is killed (SIGTERM
+// and the grace first, unless the cause is ErrClientGone) and the Result
+// has Aborted set. Run is safe for concurrent use; while a command
 // runs, Run holds an OS thread in a blocking system call (as os/exec's Wait
 // does), on Linux until the command ends or proves busy.
 func (s *Supervisor) Run(ctx context.Context, r Request) (Result, error) {
@@ -119,11 +131,20 @@ func (s *Supervisor) start(v validated) (_ *proc, retErr error) {
 		cmd.Dir, base = p.state.dir, p.state.env
 	}
 	cmd.Env = s.environ(v, p.id, base)
+	if s.user != nil {
+		s.user.apply(cmd)
+		if cmd.Dir == "" {
+			cmd.Dir = s.user.dir
+		}
+	}
 	if p.state != nil {
 		p.state.prepare(cmd)
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, wOut, wErr
 	tree, err := s.trees.Start(cmd)
+	if errors.Is(err, syscall.E2BIG) {
+		return nil, argSizeError(cmd, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("supervisor: start %s: %w", s.shell, err)
 	}
@@ -181,20 +202,33 @@ func (p *proc) supervise(ctx context.Context) ending {
 	if end != endExited || p.kill.Lingering > 0 {
 		p.kill.Processes, _ = p.tree.Members()
 		p.log.Debug().Int("members", p.kill.Processes).Int("lingering", p.kill.Lingering).Msg("way down")
-		p.graceful()
+		if end != endAborted || !errors.Is(context.Cause(ctx), ErrClientGone) {
+			p.graceful(ctx)
+		}
 	}
-	report, err := p.tree.Kill()
+	// From here the way down is bounded whatever the command did (froze
+	// its processes, sleeps in the kernel): what outlives it is reported
+	// as a survivor, not waited for.
+	down := time.Now()
+	report, err := p.tree.KillBy(down.Add(killLimit))
 	if err != nil {
-		p.log.Warn().Err(err).Msg("kill")
+		p.log.Warn().Err(err).Int("survivors", report.Survivors).Msg("kill")
+	} else {
+		p.log.Debug().Int("killed", report.Processes).Int("escapees", report.Escapees).
+			Dur("took", report.Duration).Msg("tree confirmed empty")
 	}
-	p.log.Debug().Int("killed", report.Processes).Int("escapees", report.Escapees).
-		Dur("took", report.Duration).Msg("tree confirmed empty")
 	if report.Processes > 0 {
 		p.sent = "SIGKILL"
 	}
 	p.kill.Processes = max(p.kill.Processes, report.Processes)
+	p.kill.Escapees += report.Escapees
+	if end == endExited {
+		// The shell had exited by itself: whatever was killed after it,
+		// in the containment or out of it, was left running behind it.
+		p.kill.Lingering = max(p.kill.Lingering, report.Processes)
+	}
 	p.kill.Tier = string(report.Tier)
-	p.drainAll()
+	p.drainAll(end, down.Add(downLimit), err != nil)
 	return end
 }
 
@@ -217,8 +251,10 @@ func (p *proc) selectEnd(ctx context.Context, deadline time.Time) ending {
 }
 
 // graceful is the first phase of the way down: SIGTERM to every member and
-// a grace period that ends as soon as the tree is empty.
-func (p *proc) graceful() {
+// a grace period that ends as soon as the tree is empty, or as soon as ctx
+// is cancelled if it was not yet (a timed-out command whose caller gives
+// up, or a CLI that gets SIGTERM, goes straight to the kill).
+func (p *proc) graceful(ctx context.Context) {
 	if p.s.grace <= 0 {
 		return
 	}
@@ -226,7 +262,10 @@ func (p *proc) graceful() {
 		return
 	}
 	p.sent = "SIGTERM"
-	gctx, cancel := context.WithTimeout(context.Background(), p.s.grace)
+	if ctx.Err() != nil {
+		ctx = context.Background() // an abort: the grace is the abort's own
+	}
+	gctx, cancel := context.WithTimeout(ctx, p.s.grace)
 	defer cancel()
 	err := p.tree.WaitEmpty(gctx)
 	p.log.Debug().Bool("emptied", err == nil).Msg("grace over")
@@ -234,14 +273,18 @@ func (p *proc) graceful() {
 
 // drainAll waits for both pipes to reach EOF. EOF proves that no writer is
 // left; when it does not come, whoever still holds a write end escaped the
-// containment and the pipe-holder scan kills it.
-func (p *proc) drainAll() {
+// containment and the pipe-holder scan kills it. It stops trying at by: a
+// writer that cannot be killed is a survivor, and the drains are stopped.
+// Holders killed after the shell exited by itself were left running by it.
+// After a kill that gave up (gaveUp) the survivors may hold the pipes: the
+// scan runs at once, and once even when by has passed.
+func (p *proc) drainAll(end ending, by time.Time, gaveUp bool) {
 	pending := p.pending
 	wait := func(d time.Duration) {
 		if pending == 0 {
 			return
 		}
-		t := time.NewTimer(d)
+		t := time.NewTimer(max(0, min(d, time.Until(by))))
 		defer t.Stop()
 		for pending > 0 {
 			select {
@@ -255,17 +298,22 @@ func (p *proc) drainAll() {
 			}
 		}
 	}
-	wait(drainWait)
+	if !gaveUp {
+		wait(drainWait)
+	}
 	if pending == 0 {
 		p.log.Debug().Msg("pipes at EOF")
 	}
-	for round := 0; pending > 0 && round < 5; round++ {
-		n, err := p.tree.KillPipeHolders()
+	for round := 0; pending > 0 && round < 5 && (round == 0 || time.Now().Before(by)); round++ {
+		n, err := p.tree.KillPipeHoldersBy(time.Now().Add(scanLimit))
 		if err != nil {
 			p.log.Warn().Err(err).Msg("pipe-holder scan")
 		}
 		p.kill.Escapees += n
 		p.kill.Processes += n
+		if end == endExited {
+			p.kill.Lingering += n
+		}
 		p.log.Warn().Int("escapees", n).Msg("pipes still open after the kill")
 		wait(drainWait)
 	}
@@ -281,11 +329,20 @@ func (p *proc) drainAll() {
 // finish reaps the shell, releases everything and builds the Result. The
 // result event is the last event the callback receives.
 func (p *proc) finish(end ending) Result {
-	werr := p.cmd.Wait()
+	werr := p.reap()
 	defer p.s.running.Add(-1)
-	if err := p.tree.Close(); err != nil {
-		p.log.Warn().Err(err).Msg("close containment")
+	alive := p.tree.Survivors()
+	if len(alive) == 0 {
+		if err := p.tree.Close(); err != nil {
+			p.log.Warn().Err(err).Msg("close containment")
+		}
+	} else {
+		p.s.finishLater(p.tree, p.log)
 	}
+	p.kill.Survivors = len(alive)
+	// A survivor was counted among the members the way down signalled;
+	// it was not killed.
+	p.kill.Processes = max(0, p.kill.Processes-len(alive))
 	if p.stdinW != nil {
 		p.stdinW.Close()
 	}
@@ -302,7 +359,11 @@ func (p *proc) finish(end ending) Result {
 		Kill:       p.kill,
 	}
 	code, sig := exitStatus(p.cmd.ProcessState)
-	cwd, stateNote := p.s.finishState(p.state, end == endExited && p.cmd.ProcessState != nil && sig == "")
+	if c, s, ok := shellExit(p.tree); ok { // the leader was the shell's reaper
+		code, sig, werr = c, s, nil
+	}
+	exitedByItself := end == endExited && sig == "" && (werr == nil || p.cmd.ProcessState != nil)
+	cwd, stateNote := p.s.finishState(p.state, exitedByItself)
 	res.Cwd = cwd
 	switch {
 	case werr != nil && p.cmd.ProcessState == nil:
@@ -319,7 +380,7 @@ func (p *proc) finish(end ending) Result {
 	}
 	res.Stdout, res.StdoutInfo = p.shape(p.out, "stdout")
 	res.Stderr, res.StderrInfo = p.shape(p.err, "stderr")
-	res.Stderr = withNote(withNote(res.Stderr, stateNote), p.s.note(end, p.v, p.kill))
+	res.Stderr = withNote(withNote(res.Stderr, stateNote), p.s.note(end, p.v, p.kill, alive))
 	res.Truncated = res.StdoutInfo.Truncated || res.StderrInfo.Truncated
 
 	if p.v.OnEvent != nil {
@@ -330,11 +391,45 @@ func (p *proc) finish(end ending) Result {
 	return res
 }
 
+// finishLater goes on killing a tree whose way down gave up, in the
+// background, with killtree's own deadline (30 s), and then closes it: the
+// Result does not wait, but what can still be killed (a tree too large for
+// the bounded way down, a survivor thawed meanwhile) is. Close waits for it.
+func (s *Supervisor) finishLater(tree *killtree.Tree, log zerolog.Logger) {
+	s.later.Add(1)
+	go func() {
+		defer s.later.Done()
+		if _, err := tree.Kill(); err != nil {
+			log.Warn().Err(err).Msg("background kill")
+		}
+		if err := tree.Close(); err != nil {
+			log.Warn().Err(err).Msg("close containment")
+		}
+	}()
+}
+
+// errShellAlive says the shell itself survived the way down; see reap.
+var errShellAlive = errors.New("supervisor: the shell survived the kill; not reaped")
+
+// reap waits for the shell, unless the way down left it alive (a root
+// command that froze itself where corral may not thaw it): waiting would
+// hold the Result for as long as it stays frozen. The Result then reports
+// the shell among the survivors, and its zombie, once it dies, is never
+// reaped.
+func (p *proc) reap() error {
+	for _, s := range p.tree.Survivors() {
+		if s.Pid == p.tree.Pid() {
+			return errShellAlive
+		}
+	}
+	return p.cmd.Wait()
+}
+
 // shape builds the model view of one stream, spilling the retained bytes
 // first when the view will be cut. A failed spill costs only the spill
 // sentence.
-func (p *proc) shape(r *retained, stream string) (string, budget.Info) {
-	data, counts := r.snapshot()
+func (p *proc) shape(r *retained, name string) (string, budget.Info) {
+	data, counts, stream := r.snapshot()
 	opts := budget.Options{Policy: r.policy, Limits: p.s.cfg.Budget, Raw: p.s.cfg.RawOutput}
 	view, info := budget.Shape(data, counts, opts)
 	if !info.Truncated || p.s.spills == nil || len(data) == 0 {
@@ -344,9 +439,9 @@ func (p *proc) shape(r *retained, stream string) (string, budget.Info) {
 	if len(label) > 120 {
 		label = label[:120]
 	}
-	path, err := p.s.spills.Write(p.v.Session, label+"."+stream, data)
+	path, err := p.s.spills.WriteStream(p.v.Session, label+"."+name, stream)
 	if err != nil {
-		p.log.Warn().Err(err).Str("stream", stream).Msg("spill")
+		p.log.Warn().Err(err).Str("stream", name).Msg("spill")
 		return view, info
 	}
 	opts.SpillPath = path
@@ -363,11 +458,32 @@ func (p *proc) logResult(res Result) {
 		Str("tier", res.Kill.Tier).
 		Int("killed", res.Kill.Processes).
 		Int("lingering", res.Kill.Lingering).
-		Int("escapees", res.Kill.Escapees)
+		Int("escapees", res.Kill.Escapees).
+		Int("survivors", res.Kill.Survivors)
 	if res.ExitCode != nil {
 		ev = ev.Int("exit", *res.ExitCode)
 	} else {
 		ev = ev.Str("signal", res.Signal)
 	}
 	ev.Msg("command")
+}
+
+// maxArgStrlen is Linux's MAX_ARG_STRLEN (32 pages of 4 KiB): the most one
+// argument or one NAME=value may hold (include/uapi/linux/binfmts.h).
+const maxArgStrlen = 32 * 4096
+
+// argSizeError is the request error for a command the kernel refused to
+// exec for its size (E2BIG, execve(2)): the command string and the
+// environment together exceed ARG_MAX, or on Linux one of them exceeds
+// MAX_ARG_STRLEN. Nothing ran; err stays reachable through errors.Is.
+func argSizeError(cmd *exec.Cmd, err error) error {
+	env := 0
+	for _, e := range cmd.Env {
+		env += len(e) + 1
+	}
+	command := cmd.Args[len(cmd.Args)-1]
+	return &RequestError{Err: err, Reason: fmt.Sprintf("the command (%d bytes) and its environment (%d bytes) "+
+		"exceed the kernel's argument size limit (ARG_MAX for all of them together; on Linux also %d KiB "+
+		"for any one argument or variable, MAX_ARG_STRLEN); pass large input through stdin or a file",
+		len(command), env, maxArgStrlen>>10)}
 }

@@ -558,3 +558,53 @@ func TestCloseRacesRuns(t *testing.T) {
 		t.Errorf("second Close: %v", err)
 	}
 }
+
+// TestRunAbortCause: an abort whose cause is ErrClientGone SIGKILLs a tree
+// that ignores SIGTERM at once; any other cancel keeps the grace first.
+func TestRunAbortCause(t *testing.T) {
+	t.Parallel()
+	const grace = 1500 * time.Millisecond
+	for _, tc := range []struct {
+		name    string
+		cause   error
+		atMost  time.Duration // from the cancel to Run's return
+		atLeast time.Duration
+	}{
+		// the client went away: nobody reads a graceful ending
+		{"gone", ErrClientGone, time.Second, 0},
+		// an explicit cancel: SIGTERM, the whole grace (TERM is ignored), SIGKILL
+		{"cancel", context.Canceled, grace + 2*time.Second, grace},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := newSup(t, Config{Grace: grace})
+			ctx, cancel := context.WithCancelCause(context.Background())
+			defer cancel(nil)
+			var cancelled time.Time
+			req := Request{
+				// Every member ignores SIGTERM (SIG_IGN is inherited).
+				Command: "trap '' TERM; sleep 30 & sleep 30 & echo ready; wait; echo survived",
+				OnEvent: func(ev Event) {
+					if ev.Event == EventOutput && cancelled.IsZero() {
+						cancelled = time.Now()
+						cancel(tc.cause)
+					}
+				},
+			}
+			res, err := s.Run(ctx, marked(t, req))
+			if err != nil {
+				t.Fatal(err)
+			}
+			took := time.Since(cancelled)
+			if took > tc.atMost || took < tc.atLeast {
+				t.Errorf("the tree took %v to go down, want %v to %v", took, tc.atLeast, tc.atMost)
+			}
+			if !res.Aborted || res.Signal != "SIGKILL" || strings.Contains(res.Stdout, "survived") {
+				t.Errorf("aborted %v signal %q stdout %q", res.Aborted, res.Signal, res.Stdout)
+			}
+			if res.Kill.Processes < 3 {
+				t.Errorf("kill %+v, want the shell and both sleeps", res.Kill)
+			}
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"github.com/corral-sh/corral/budget"
 	"github.com/corral-sh/corral/capture"
 	"github.com/corral-sh/corral/ringtail"
+	"github.com/corral-sh/corral/spill"
 )
 
 // readChunk is the size of one read from a pipe.
@@ -24,27 +26,50 @@ var readBufs = sync.Pool{New: func() any { b := make([]byte, readChunk); return 
 
 // retained keeps what the capture layer holds of one stream: the head
 // (capture.Head) for the head policy, the tail (ringtail.Tail) for the tail
-// policy, both for head+tail. Writes never fail and never block.
+// policy, both for head+tail, each then under half the ceiling so that the
+// two together respect it. Writes never fail and never block.
 type retained struct {
-	policy budget.Policy
-	head   *capture.Head
-	tail   *ringtail.Tail
-	total  *atomic.Int64 // the supervisor's drained-bytes counter
-	notify func()        // nil, or called after every write (background jobs)
+	policy  budget.Policy
+	head    *capture.Head
+	tail    *ringtail.Tail
+	tailMax int64         // head+tail: the most of the tail a snapshot uses
+	total   *atomic.Int64 // the supervisor's drained-bytes counter
+	notify  func()        // nil, or called after every write (background jobs)
 }
 
 // newRetained returns the capture for one stream. A non-nil notify (a
-// background job's) also keeps a tail ring whatever the policy, so readers
-// can follow the stream with a byte cursor.
+// background job's) also keeps a tail ring whatever the policy, under the
+// whole ceiling, so readers can follow the stream with a byte cursor.
 func newRetained(p budget.Policy, c CaptureLimits, total *atomic.Int64, notify func()) *retained {
 	r := &retained{policy: p, total: total, notify: notify}
+	c = c.norm()
+	headLim, tailLim := c, c
+	if p == budget.PolicyHeadTail {
+		headLim = CaptureLimits{MaxBytes: c.MaxBytes - c.MaxBytes/2, MaxLines: c.MaxLines - c.MaxLines/2}
+		tailLim = CaptureLimits{MaxBytes: c.MaxBytes / 2, MaxLines: c.MaxLines / 2}
+		r.tailMax = int64(tailLim.MaxBytes)
+		if notify != nil {
+			tailLim = c
+		}
+	}
 	if p != budget.PolicyTail {
-		r.head = capture.New(capture.Limits{MaxBytes: c.MaxBytes, MaxLines: c.MaxLines})
+		r.head = capture.New(capture.Limits{MaxBytes: headLim.MaxBytes, MaxLines: headLim.MaxLines})
 	}
 	if p != budget.PolicyHead || notify != nil {
-		r.tail = ringtail.New(ringtail.Limits{MaxBytes: c.MaxBytes, MaxLines: c.MaxLines})
+		r.tail = ringtail.New(ringtail.Limits{MaxBytes: tailLim.MaxBytes, MaxLines: tailLim.MaxLines})
 	}
 	return r
+}
+
+// norm applies the capture layer's defaults to zero or negative fields.
+func (c CaptureLimits) norm() CaptureLimits {
+	if c.MaxBytes <= 0 {
+		c.MaxBytes = capture.DefaultMaxBytes
+	}
+	if c.MaxLines <= 0 {
+		c.MaxLines = capture.DefaultMaxLines
+	}
+	return c
 }
 
 func (r *retained) Write(p []byte) (int, error) {
@@ -74,39 +99,56 @@ func (r *retained) release() int64 {
 	return r.tail.Footprint()
 }
 
-// snapshot returns the retained bytes and the counters budget needs. For
-// head+tail the bytes are the head followed by what the tail holds past the
-// head, so the first and the last lines both survive.
-func (r *retained) snapshot() ([]byte, budget.Counts) {
+// snapshot returns the retained bytes, the counters budget needs, and what
+// a spill file of them holds of the stream. For head+tail the bytes are the
+// head followed by what the tail holds past the head, so the first and the
+// last lines both survive, and the spill holds both parts with the gap
+// between them recorded.
+func (r *retained) snapshot() ([]byte, budget.Counts, spill.Stream) {
 	switch {
 	case r.policy == budget.PolicyHead:
 		c := r.head.Counts()
-		return r.head.Bytes(), budget.Counts{
+		data := r.head.Bytes()
+		return data, budget.Counts{
 			TotalBytes: c.TotalBytes, TotalLines: c.TotalLines,
 			CapturedBytes: c.CapturedBytes, CapturedLines: c.CapturedLines,
 			OmittedBytes: c.OmittedBytes, OmittedLines: c.OmittedLines,
 			EdgeLineBytes: c.FirstLineBytes,
-		}
+		}, spill.Stream{Head: data, TotalBytes: c.TotalBytes}
 	case r.policy == budget.PolicyTail:
 		c := r.tail.Counts()
-		return r.tail.Bytes(), budget.Counts{
+		data := r.tail.Bytes()
+		return data, budget.Counts{
 			TotalBytes: c.TotalBytes, TotalLines: c.TotalLines,
 			CapturedBytes: c.CapturedBytes, CapturedLines: c.CapturedLines,
 			OmittedBytes: c.OmittedBytes, OmittedLines: c.OmittedLines,
 			EdgeLineBytes: c.LastLineBytes,
-		}
+		}, spill.Stream{Tail: data, TotalBytes: c.TotalBytes}
 	default:
-		hc, tc := r.head.Counts(), r.tail.Counts()
-		data := r.head.Bytes()
-		rest, _ := r.tail.Since(hc.CapturedBytes)
-		data = append(data, rest...)
+		hc := r.head.Counts()
+		head := r.head.Bytes()
+		rest, start := r.tail.Since(hc.CapturedBytes)
+		if cut := int64(len(rest)) - r.tailMax; cut > 0 {
+			// A job's ring holds the whole ceiling for cursor reads; the
+			// snapshot takes only the tail's share of it.
+			rest, start = rest[cut:], start+cut
+		}
+		data := append(head, rest...)
 		captured := min(int64(len(data)), hc.TotalBytes)
+		restLines := int64(bytes.Count(rest, []byte{'\n'}))
+		if len(rest) > 0 && rest[len(rest)-1] != '\n' {
+			restLines++
+		}
+		st := spill.Stream{Head: data, TotalBytes: hc.TotalBytes}
+		if start > hc.CapturedBytes {
+			st = spill.Stream{Head: data[:len(head)], Tail: data[len(head):], TotalBytes: hc.TotalBytes}
+		}
 		return data, budget.Counts{
 			TotalBytes: hc.TotalBytes, TotalLines: hc.TotalLines,
 			CapturedBytes: captured, CapturedLines: hc.CapturedLines,
-			OmittedBytes: hc.TotalBytes - captured, OmittedLines: max(0, hc.TotalLines-hc.CapturedLines-tc.CapturedLines),
+			OmittedBytes: hc.TotalBytes - captured, OmittedLines: max(0, hc.TotalLines-hc.CapturedLines-restLines),
 			EdgeLineBytes: hc.FirstLineBytes,
-		}
+		}, st
 	}
 }
 

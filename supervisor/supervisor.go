@@ -25,6 +25,15 @@ const (
 	// drainWait is how long the drain may take to reach EOF after the tree
 	// was confirmed empty before the pipe-holder scan runs.
 	drainWait = 500 * time.Millisecond
+	// downLimit bounds the way down after the grace (the kill, the drain to
+	// EOF, the pipe-holder scan), whatever the command did: a Result is due
+	// at most timeout + grace + downLimit after the start, plus what the
+	// Result itself takes to make. killLimit is the kill's share of it.
+	downLimit = 1200 * time.Millisecond
+	killLimit = 800 * time.Millisecond
+	// scanLimit bounds one pipe-holder scan; one scan runs when the pipes
+	// stay open, even past downLimit.
+	scanLimit = 200 * time.Millisecond
 )
 
 // CaptureLimits is the capture ceiling per stream; zero fields take 512 KiB
@@ -38,7 +47,9 @@ type Config struct {
 	// Shell runs the command as `Shell -c COMMAND`; "" is bash from PATH, or
 	// sh where bash is absent.
 	Shell string
-	// DataDir is where spill files go (<DataDir>/scratch/...); "" disables spills.
+	// DataDir is where spill files go (<DataDir>/scratch/...); "" disables
+	// spills. New creates it if missing and holds it open until Close
+	// (spill.New): a directory renamed or replaced afterwards is not followed.
 	DataDir string
 	// SpillMaxBytes caps one spill file; 0 is spill.DefaultMaxBytes.
 	SpillMaxBytes int64
@@ -51,7 +62,10 @@ type Config struct {
 	// Settle is how long a shell that exited may leave processes running
 	// before they are killed as lingering; 0 is DefaultSettle.
 	Settle time.Duration
-	// Capture is the per-stream capture ceiling.
+	// Capture is the per-stream capture ceiling. A head+tail stream keeps
+	// half of it at each end, so it too holds no more than the ceiling
+	// (a background job also keeps a whole-ceiling tail ring for cursor
+	// reads).
 	Capture CaptureLimits
 	// Budget is the per-stream model budget; zero fields are 96 KiB / 4,000 lines.
 	Budget budget.Limits
@@ -59,6 +73,17 @@ type Config struct {
 	LiveCap int64
 	// Scrub names variables that never reach a child (the server's token).
 	Scrub []string
+	// User, when non-empty, runs every command as this unprivileged user (a
+	// login name or a numeric user ID): its user ID, primary group and
+	// supplementary groups are set in the child before exec. New fails
+	// unless this process is root and the user exists and is not root.
+	// Commands then see the user's HOME, USER and LOGNAME (unless the
+	// request sets them), and a request without Dir runs in the
+	// supervisor's working directory if the user can enter it, else in the
+	// user's home if it can enter that, else in "/". The containments, the
+	// spill files and the data directory stay the supervisor's. "" runs
+	// commands as this process's user.
+	User string
 	// NoPromptSuppression leaves PAGER, EDITOR and friends as inherited.
 	NoPromptSuppression bool
 	// RawOutput turns off model-view clean-up (ANSI, \r redraws, binary).
@@ -112,6 +137,7 @@ type Supervisor struct {
 	devNull    *os.File     // every command's stdin unless it is given one; nil once closed
 	log        zerolog.Logger
 	seq        atomic.Uint64
+	user       *runAs // nil: commands run as this process's user
 
 	maxLifetime time.Duration
 	jobs        jobTable
@@ -124,6 +150,8 @@ type Supervisor struct {
 	// watcher and the background pump from the start), as when no pidfd or
 	// eventfd can be had. Set by tests only, before the first Run.
 	noPollLoop bool
+
+	later sync.WaitGroup // background kills of trees whose way down gave up (finishLater)
 }
 
 // Stats are running totals since New, for metrics. Safe for concurrent use.
@@ -177,8 +205,12 @@ func New(cfg Config) (*Supervisor, error) {
 	if _, err := exec.LookPath(s.shell); err != nil {
 		return nil, fmt.Errorf("supervisor: shell %q: %w", s.shell, err)
 	}
-	if cfg.DataDir != "" {
-		s.spills = spill.New(cfg.DataDir, spill.Options{MaxBytes: cfg.SpillMaxBytes})
+	if cfg.User != "" {
+		u, err := lookupRunAs(cfg.User)
+		if err != nil {
+			return nil, err
+		}
+		s.user = u
 	}
 	devNull, err := os.Open(os.DevNull)
 	if err != nil {
@@ -188,6 +220,16 @@ func New(cfg Config) (*Supervisor, error) {
 	if err != nil {
 		devNull.Close()
 		return nil, fmt.Errorf("supervisor: %w", err)
+	}
+	if cfg.DataDir != "" {
+		// Opened now, before any command runs, and held: spills are
+		// written and read beneath this descriptor (spill.Store).
+		s.spills, err = spill.New(cfg.DataDir, spill.Options{MaxBytes: cfg.SpillMaxBytes})
+		if err != nil {
+			trees.Close()
+			devNull.Close()
+			return nil, fmt.Errorf("supervisor: %w", err)
+		}
 	}
 	s.trees, s.devNull = trees, devNull
 	return s, nil
@@ -199,16 +241,28 @@ func (s *Supervisor) Tier() killtree.Tier { return s.trees.Tier() }
 // MaxTimeout is the largest timeout a request may ask for.
 func (s *Supervisor) MaxTimeout() time.Duration { return s.maxTimeout }
 
+// User names the user commands run as and the working directory of a request
+// without Dir; both are "" when commands run as this process's user.
+func (s *Supervisor) User() (name, dir string) {
+	if s.user == nil {
+		return "", ""
+	}
+	return s.user.name, s.user.dir
+}
+
 // Spills is the spill store, nil when spills are disabled.
 func (s *Supervisor) Spills() *spill.Store { return s.spills }
 
 // Close kills every background job and every tree still running, and
 // releases the containment machinery. Runs in progress return as aborted or
-// fail. Idempotent.
+// fail. It waits for the background kills of trees whose way down left
+// survivors (at most 30 s each). Idempotent.
 func (s *Supervisor) Close() error {
 	s.closing.Store(true)
 	s.jobs.closeAll()
+	s.later.Wait()
 	err := s.trees.Close()
+	s.later.Wait() // Runs that trees.Close ended
 	// No start is using the descriptor once the lock is ours: closed
 	// under a fork in progress, its number could be reused by another
 	// open and reach that child as its stdin.
@@ -217,6 +271,9 @@ func (s *Supervisor) Close() error {
 	if s.devNull != nil {
 		err = errors.Join(err, s.devNull.Close())
 		s.devNull = nil
+	}
+	if s.spills != nil {
+		err = errors.Join(err, s.spills.Close())
 	}
 	return err
 }

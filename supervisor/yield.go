@@ -55,7 +55,7 @@ func (p *proc) soFar(j *job) Result {
 	res := Result{Running: true, JobID: j.id, DurationMs: time.Since(p.begin).Milliseconds(),
 		Kill: KillInfo{Tier: string(p.tree.Tier())}}
 	view := func(r *retained) (string, budget.Info) {
-		data, counts := r.snapshot()
+		data, counts, _ := r.snapshot()
 		return budget.Shape(data, counts, budget.Options{Policy: r.policy, Limits: p.s.cfg.Budget, Raw: p.s.cfg.RawOutput})
 	}
 	res.Stdout, res.StdoutInfo = view(p.out)

@@ -1,26 +1,87 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
+	"os"
 	"text/tabwriter"
 
 	"github.com/corral-sh/corral/killtree"
 )
 
+const doctorUsage = `Usage: corral doctor [--run-as USER]
+
+Prints every containment tier, whether it works here and why not, and which
+one corral uses; then which of the guarantees in the README's "The boundary"
+hold for a command in this configuration: run by this user (root or not),
+or, with --run-as, as USER.
+
+Flags:
+`
+
 // doctor prints every containment tier, whether it works here and why not,
-// and which one corral uses.
+// and which one corral uses, then the guarantees that hold for commands.
 func (m *Main) doctor(args []string) error {
-	if len(args) > 0 {
-		fmt.Fprintln(m.Stderr, "usage: corral doctor")
+	var runAs string
+	fs := flag.NewFlagSet("corral doctor", flag.ContinueOnError)
+	fs.SetOutput(m.Stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), doctorUsage)
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&runAs, "run-as", "", "report the guarantees for commands run as this `user` (as serve --run-as would)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
 		return errUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(m.Stderr, "corral doctor: unexpected arguments %q\n", fs.Args())
+		return errUsage
+	}
+	who, note, err := currentWho(runAs)
+	if err != nil {
+		return err
 	}
 	cfg := killtree.Config{Tier: killtree.Tier(m.Getenv("CORRAL_CONTAINMENT"))}
 	w := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "TIER\tWORKS\tUSED\tDETAILS")
+	var tier killtree.Tier
 	for _, st := range killtree.Doctor(cfg) {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", st.Tier, yesNo(st.Works), yesNo(st.Chosen), st.Reason)
+		if st.Chosen {
+			tier = st.Tier
+		}
 	}
-	return w.Flush()
+	if err := w.Flush(); err != nil {
+		return err
+	}
+
+	fmt.Fprintln(m.Stdout)
+	switch {
+	case note != "":
+		fmt.Fprintln(m.Stdout, note)
+	case who.runAs != "":
+		fmt.Fprintf(m.Stdout, "Commands run as %s (--run-as); the server as root.\n", who.runAs)
+	case who.root:
+		fmt.Fprintln(m.Stdout, "Commands run as root, like the server (--run-as USER runs them as USER).")
+	default:
+		fmt.Fprintf(m.Stdout, "Commands run as uid %d, like the server.\n", os.Geteuid())
+	}
+	w = tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "A COMMAND\tHOLDS\tWHY")
+	for _, g := range boundary(tier, who) {
+		fmt.Fprintf(w, "%s\t%s\t%s\n", g.promise, yesNo(g.holds), g.why)
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if who.root || who.runAs != "" {
+		fmt.Fprintln(m.Stdout, "No supervisor stops a root command that enters the host's PID namespace, loads a kernel module, or asks systemd or a container runtime to start a process; nor a --run-as user that can become root (sudo, the docker group, setuid helpers).")
+	}
+	return nil
 }
 
 func yesNo(b bool) string {

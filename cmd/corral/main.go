@@ -24,12 +24,13 @@ func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	m := &Main{Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}
+	m := &Main{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}
 	os.Exit(m.Run(ctx, os.Args[1:]))
 }
 
 // Main is the CLI with its streams and environment injected, for tests.
 type Main struct {
+	Stdin          io.Reader // read by corral run --stdin -
 	Stdout, Stderr io.Writer
 	Getenv         func(string) string
 }
@@ -37,7 +38,7 @@ type Main struct {
 const usage = `corral runs shell commands under supervision and returns a bounded result.
 
 Usage:
-  corral run [flags] -- COMMAND     run a command (see corral run --help)
+  corral run [flags] -- COMMAND     run a command line, or PROGRAM ARG... (see corral run --help)
   corral serve [flags]              serve the HTTP API and MCP at /mcp (see corral serve --help)
   corral mcp [flags]                speak MCP over stdio (see corral mcp --help)
   corral doctor                     show every containment tier and which one is used
@@ -46,7 +47,8 @@ Usage:
 Environment:
   CORRAL_DATA_DIR      where spill files go (default: $XDG_DATA_HOME/corral or ~/.local/share/corral)
   CORRAL_CONTAINMENT   force a containment tier: cgroup2, cgroup1 or pgroup
-  CORRAL_TOKEN         bearer token corral serve requires (never passed to commands)
+  CORRAL_TOKEN         bearer token corral serve requires (never passed to commands;
+                       without it or --token-file, serve generates one into DATA-DIR/token)
 `
 
 // Run runs the subcommand in args and returns the process exit code.

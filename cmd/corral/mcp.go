@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/corral-sh/corral/api"
 )
 
 const mcpUsage = `Usage: corral mcp [flags]
@@ -16,7 +16,9 @@ Speaks MCP over stdin and stdout (newline-delimited JSON-RPC) with the
 tools bash (run a command, live output as progress notifications,
 cancellation kills its tree; background: true starts a job), job_output,
 job_input, job_kill and job_list (background jobs), read_output and
-grep_output (read back the spill file of a cut result). Logs go to stderr,
+grep_output (read back the spill file of a cut result). A line that is not
+JSON-RPC (malformed, or longer than 16 MiB) gets a JSON-RPC error reply
+(-32700) and is skipped; the server keeps serving. Logs go to stderr,
 warnings only by default. The server ends when stdin closes or on SIGTERM /
 SIGINT, killing what is still running, background jobs included.
 
@@ -43,12 +45,12 @@ func (m *Main) mcp(ctx context.Context, args []string) error {
 		fmt.Fprintln(m.Stderr, "corral mcp:", err)
 		return errUsage
 	}
-	srv, sup, grace, err := m.newServer(f, mcpTimeoutHint, log)
+	srv, sup, grace, err := m.newServer(f, "", mcpTimeoutHint, log)
 	if err != nil {
 		return err
 	}
 	defer sup.Close()
-	runErr := srv.ServeMCP(ctx, &mcp.StdioTransport{})
+	runErr := srv.ServeMCP(ctx, &api.LineTransport{In: m.Stdin, Out: m.Stdout})
 	sctx, cancel := context.WithTimeout(context.Background(), grace+2*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {

@@ -83,3 +83,67 @@ func testMCPStop(t *testing.T, how string) {
 	}
 	proctest.NoSurvivors(t, marker, 0)
 }
+
+// TestMCPBadLines: `corral mcp` answers a malformed line and a 20 MiB line
+// (over the 16 MiB bound) with JSON-RPC parse errors and keeps serving: a
+// background job started before them is still there after, and calls work.
+func TestMCPBadLines(t *testing.T) {
+	t.Parallel()
+	entry, marker := proctest.Marker(t)
+	cmd := exec.Command(corralBinary(t), "mcp", "--data-dir", t.TempDir(), "--grace", "0.2")
+	cmd.Env = append(cmd.Environ(), entry)
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		stdin.Close()
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("corral mcp exited with %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-done
+			t.Error("corral mcp did not exit after stdin closed")
+		}
+		proctest.NoSurvivors(t, marker, time.Second)
+	}()
+	replies := bufio.NewScanner(stdout)
+	replies.Buffer(nil, 1<<20)
+	send := func(line string) {
+		t.Helper()
+		if _, err := io.WriteString(stdin, line+"\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expect := func(what string, wants ...string) {
+		t.Helper()
+		if !replies.Scan() {
+			t.Fatalf("%s: corral mcp closed its stdout (%v)", what, replies.Err())
+		}
+		for _, w := range wants {
+			if !strings.Contains(replies.Text(), w) {
+				t.Fatalf("%s: reply %.300s lacks %s", what, replies.Text(), w)
+			}
+		}
+	}
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	expect("initialize", `"id":1,"result"`)
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"bash","arguments":{"command":"sleep 60","background":true}}}`)
+	expect("background job", `"id":2,"result"`, `j-`)
+
+	send(`this is not json`)
+	expect("garbage", `"id":null`, `"code":-32700`)
+	send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"bash","arguments":{"command":"` + strings.Repeat("x", 20<<20) + `"}}}`)
+	expect("20 MiB line", `"id":null`, `"code":-32700`, `longer than 16777216 bytes`)
+	send(`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"bash","arguments":{"command":"echo alive"}}}`)
+	expect("call after", `"id":4,"result"`, `alive`)
+	send(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"job_list","arguments":{}}}`)
+	expect("job list", `"id":5,"result"`, `sleep 60`, `running`)
+}

@@ -2,11 +2,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -17,11 +17,16 @@ import (
 	"github.com/corral-sh/corral/supervisor"
 )
 
-const runUsage = `Usage: corral run [flags] -- COMMAND
-       corral run [flags] 'COMMAND'
+const runUsage = `Usage: corral run [flags] -- 'COMMAND LINE'
+       corral run [flags] -- PROGRAM [ARG...]
 
-Runs COMMAND with bash -c (sh where bash is absent) inside a containment that
-is killed completely when the command ends, times out or is interrupted.
+Runs a command with bash -c (sh where bash is absent) inside a containment
+that is killed completely when the command ends, times out or is
+interrupted. One argument is a shell command line, run as written (pipes,
+redirections, globs). Several are a program and its arguments, passed as
+they are: each is quoted for the shell, so "dir with space" stays one
+argument and * is not expanded. stdin is empty unless --stdin names a file
+(- for corral's own stdin), which is read whole and fed to the command.
 stdout and stderr stream live to this terminal (each capped at 512 KiB);
 then a one-line summary on stderr says how it ended and what the model view
 kept. The exit code is the command's, 124 on timeout, 128+N when killed by
@@ -45,6 +50,8 @@ type runFlags struct {
 	stderrPolicy string
 	grace        float64
 	containment  string
+	runAs        string
+	stdin        string
 	json         bool
 }
 
@@ -64,6 +71,8 @@ func (m *Main) runFlagSet(f *runFlags) *flag.FlagSet {
 	fs.StringVar(&f.stderrPolicy, "stderr-policy", "tail", "which part of stderr the model sees: head, tail or head+tail")
 	fs.Float64Var(&f.grace, "grace", supervisor.DefaultGrace.Seconds(), "`seconds` between SIGTERM and SIGKILL on the way down (0: SIGKILL at once)")
 	fs.StringVar(&f.containment, "containment", m.Getenv("CORRAL_CONTAINMENT"), "force a containment `tier`: cgroup2, cgroup1 or pgroup (default: the strongest that works; $CORRAL_CONTAINMENT)")
+	fs.StringVar(&f.runAs, "run-as", "", "run the command as this unprivileged `user` (name or uid; needs root)")
+	fs.StringVar(&f.stdin, "stdin", "", "feed the command's stdin from `file` (- for corral's stdin; default empty)")
 	fs.BoolVar(&f.json, "json", false, "print the Result JSON instead of streaming")
 	return fs
 }
@@ -94,10 +103,13 @@ func (m *Main) run(ctx context.Context, args []string) error {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
-	command := strings.Join(fs.Args(), " ")
+	command := commandLine(fs.Args())
 
 	req, err := m.request(f, set, command)
 	if err != nil {
+		return m.invalid(f.json, err)
+	}
+	if req.Stdin, err = m.readStdin(f.stdin); err != nil {
 		return m.invalid(f.json, err)
 	}
 	grace := supervisor.NoGrace
@@ -107,10 +119,14 @@ func (m *Main) run(ctx context.Context, args []string) error {
 		return m.invalid(f.json, &supervisor.RequestError{Reason: fmt.Sprintf("grace must be 0 or more seconds, got %g", f.grace)})
 	}
 	sup, err := supervisor.New(supervisor.Config{
-		DataDir:        f.dataDir,
-		Grace:          grace,
-		Containment:    killtree.Config{Tier: killtree.Tier(f.containment)},
-		NoSessionState: true, // one command per process: nothing to carry it to
+		DataDir: f.dataDir,
+		Grace:   grace,
+		User:    f.runAs,
+		// One command per process: no state to carry to a next one.
+		NoSessionState: true,
+		// One command, one tree, no other children: every orphan that
+		// reaches this process is the command's (killtree.Config.SoleTree).
+		Containment: killtree.Config{Tier: killtree.Tier(f.containment), SoleTree: true},
 	})
 	if err != nil {
 		return err
@@ -125,7 +141,7 @@ func (m *Main) run(ctx context.Context, args []string) error {
 		return m.invalid(f.json, err)
 	}
 	if f.json {
-		return json.NewEncoder(m.Stdout).Encode(res)
+		return api.NewEncoder(m.Stdout).Encode(res)
 	}
 	fmt.Fprintln(m.Stderr, summary(res))
 	return exitError{exitCode(res)}
@@ -155,6 +171,51 @@ func (m *Main) request(f runFlags, set map[string]bool, command string) (supervi
 	return req, nil
 }
 
+// commandLine is the shell command line for the arguments after the flags:
+// one argument is a command line as written; several are a program and its
+// arguments, each quoted for the shell so that it arrives as one argument,
+// byte for byte.
+func commandLine(args []string) string {
+	if len(args) == 1 {
+		return args[0]
+	}
+	quoted := make([]string, len(args))
+	for i, a := range args {
+		quoted[i] = shellQuote(a)
+	}
+	return strings.Join(quoted, " ")
+}
+
+// shellQuote quotes s for bash: as it is when every byte is one the shell
+// never treats specially, else in single quotes, where a quote inside is
+// written as close-quote, backslash-quote, reopen-quote.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-+/.,:@%") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// readStdin reads the --stdin source whole: "" is none (the command's stdin
+// is /dev/null), "-" is corral's own stdin, anything else a file.
+func (m *Main) readStdin(name string) ([]byte, error) {
+	switch name {
+	case "":
+		return nil, nil
+	case "-":
+		b, err := io.ReadAll(m.Stdin)
+		if err != nil {
+			return nil, fmt.Errorf("reading stdin: %w", err)
+		}
+		return b, nil
+	}
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return nil, &supervisor.RequestError{Reason: fmt.Sprintf("--stdin: %v", err)}
+	}
+	return b, nil
+}
+
 // invalid reports a request the supervisor refused: the error JSON on
 // stdout with --json, a message on stderr otherwise; exit code 2.
 func (m *Main) invalid(asJSON bool, err error) error {
@@ -162,7 +223,7 @@ func (m *Main) invalid(asJSON bool, err error) error {
 		return err
 	}
 	if asJSON {
-		json.NewEncoder(m.Stdout).Encode(api.NewErrorBody(err))
+		api.NewEncoder(m.Stdout).Encode(api.NewErrorBody(err))
 	} else {
 		fmt.Fprintln(m.Stderr, "corral:", err)
 	}

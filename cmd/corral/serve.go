@@ -30,15 +30,20 @@ DELETE /v1/jobs/{id}), POST /v1/read, POST /v1/grep,
 DELETE /v1/sessions/{id}, GET /healthz, GET /metrics, and MCP over
 streamable HTTP at /mcp.
 
-With a token (--token or, better, CORRAL_TOKEN: a flag is visible in the
-process list) every request but /healthz needs "Authorization: Bearer TOKEN".
-The token never reaches a command's environment. A non-loopback address
-without a token is refused. SIGTERM or SIGINT stops accepting, aborts the
-running commands and kills every background job (their trees are killed)
-and exits 0.
+Every request but /healthz needs "Authorization: Bearer TOKEN". The token
+comes from --token-file, else $CORRAL_TOKEN, else serve generates one, writes
+it to DATA-DIR/token (mode 0600, a new one at each start) and logs that path.
+--token works too but every local process can read a command line.
+--insecure-no-auth serves without a token, on loopback or a unix socket only.
+The token never reaches a command's environment, and the server is
+non-dumpable on Linux, so a command running as the same user cannot read the
+server's environment or memory; with --run-as USER (as root) commands run as
+that user and cannot read the token file either. SIGTERM or SIGINT stops
+accepting, aborts the running commands and kills every background job (their
+trees are killed) and exits 0.
 
-Connections: at most --max-connections are open at once (one more is
-answered 503 UNAVAILABLE with Retry-After: 1 and closed); a connection gets
+Connections: at most --max-connections are open at once (the request of
+one more is answered 503 UNAVAILABLE with Retry-After: 1); a connection gets
 10 s to send a request's headers, --body-timeout for its body, and
 --idle-timeout between requests; a 401 closes it. Exited background jobs
 stay readable for 10 minutes, at most --max-retained-jobs of them and
@@ -47,9 +52,6 @@ stay readable for 10 minutes, at most --max-retained-jobs of them and
 
 Flags:
 `
-
-// tokenEnv holds the server's bearer token; it is scrubbed from children.
-const tokenEnv = "CORRAL_TOKEN"
 
 // Timeout hints: how a timed-out command's note points at background jobs.
 const (
@@ -61,14 +63,18 @@ const (
 type serverFlags struct {
 	listen         string
 	token          string
+	tokenFile      string
+	insecureNoAuth bool
+	runAs          string
+	maxConcurrent  int
+	dataDir        string
+	containment    string
+	reaper         bool
 	maxConnections int
 	idleTimeout    float64
 	bodyTimeout    float64
-	maxConcurrent  int
 	retainedJobs   int
 	retainedBytes  string
-	dataDir        string
-	containment    string
 	grace          float64
 	logFormat      string
 	logLevel       string
@@ -83,16 +89,20 @@ func (m *Main) serverFlagSet(name, usageText string, f *serverFlags, network boo
 	}
 	if network {
 		fs.StringVar(&f.listen, "listen", "127.0.0.1:7823", "`address` to listen on: host:port, or unix:/path/to.sock (mode 0600)")
-		fs.StringVar(&f.token, "token", "", "bearer `token` required on every request but /healthz (default $CORRAL_TOKEN)")
-		fs.IntVar(&f.maxConnections, "max-connections", api.DefaultMaxConnections, "most connections open at once; one more is answered 503 UNAVAILABLE with Retry-After and closed")
+		fs.StringVar(&f.tokenFile, "token-file", "", "read the bearer token from `file` (a regular file of this user's, mode 0600 or stricter)")
+		fs.StringVar(&f.token, "token", "", "bearer `token` (visible to every local process: prefer --token-file or $CORRAL_TOKEN)")
+		fs.BoolVar(&f.insecureNoAuth, "insecure-no-auth", false, "serve without a token (loopback or a unix socket only): every local process can run commands")
+		fs.IntVar(&f.maxConnections, "max-connections", api.DefaultMaxConnections, "most connections open at once; the request of one more is answered 503 UNAVAILABLE with Retry-After")
 		fs.Float64Var(&f.idleTimeout, "idle-timeout", api.DefaultIdleTimeout.Seconds(), "`seconds` a keep-alive connection may sit idle between requests")
 		fs.Float64Var(&f.bodyTimeout, "body-timeout", api.DefaultBodyTimeout.Seconds(), "`seconds` a request body may take to arrive (else 408)")
 	}
+	fs.StringVar(&f.runAs, "run-as", "", "run commands as this unprivileged `user` (name or uid; needs root)")
 	fs.IntVar(&f.maxConcurrent, "max-concurrent", api.DefaultMaxConcurrent, "most commands running at once; more get RESOURCE_EXHAUSTED")
 	fs.IntVar(&f.retainedJobs, "max-retained-jobs", supervisor.DefaultMaxRetainedJobs, "most exited background jobs kept readable; past it the oldest is forgotten")
 	fs.StringVar(&f.retainedBytes, "max-retained-bytes", "64MiB", "most `size` (bytes, or with KiB, MiB or GiB) the exited jobs' output may take in memory, all together; past it the oldest is forgotten")
 	fs.StringVar(&f.dataDir, "data-dir", defaultDataDir(m.Getenv), "`directory` for spill files (default $CORRAL_DATA_DIR, else the XDG data directory + /corral)")
 	fs.StringVar(&f.containment, "containment", m.Getenv("CORRAL_CONTAINMENT"), "force a containment `tier`: cgroup2, cgroup1 or pgroup (default: the strongest that works; $CORRAL_CONTAINMENT)")
+	fs.BoolVar(&f.reaper, "reaper", false, "run every command under a reaper of its own, which catches the daemons that leave their session and environment on every tier (a Go runtime start per command)")
 	fs.Float64Var(&f.grace, "grace", supervisor.DefaultGrace.Seconds(), "`seconds` between SIGTERM and SIGKILL on the way down (0: SIGKILL at once)")
 	fs.StringVar(&f.logFormat, "log-format", "json", "log format on stderr: json or console")
 	fs.StringVar(&f.logLevel, "log-level", "info", "least log `level`: debug, info, warn or error")
@@ -118,9 +128,10 @@ func (m *Main) logger(f serverFlags) (zerolog.Logger, error) {
 
 // newServer builds the supervisor and the API server of the flags, and
 // sweeps stale spill sessions (killtree sweeps stale containments itself).
-// hint ends the note of a timed-out command. The caller closes the
-// supervisor, which kills the background jobs.
-func (m *Main) newServer(f serverFlags, hint string, log zerolog.Logger) (*api.Server, *supervisor.Supervisor, time.Duration, error) {
+// token ("" for none) is required of every request; hint ends the note of a
+// timed-out command. The caller closes the supervisor, which kills the
+// background jobs.
+func (m *Main) newServer(f serverFlags, token, hint string, log zerolog.Logger) (*api.Server, *supervisor.Supervisor, time.Duration, error) {
 	grace := supervisor.NoGrace
 	switch {
 	case f.grace > 0:
@@ -142,7 +153,8 @@ func (m *Main) newServer(f serverFlags, hint string, log zerolog.Logger) (*api.S
 		DataDir:          f.dataDir,
 		Grace:            grace,
 		Scrub:            []string{tokenEnv},
-		Containment:      killtree.Config{Tier: killtree.Tier(f.containment)},
+		User:             f.runAs,
+		Containment:      killtree.Config{Tier: killtree.Tier(f.containment), Reaper: f.reaper},
 		Logger:           &supLog,
 		TimeoutHint:      hint,
 		MaxRetainedJobs:  f.retainedJobs,
@@ -160,7 +172,7 @@ func (m *Main) newServer(f serverFlags, hint string, log zerolog.Logger) (*api.S
 			log.Info().Strs("sessions", removed).Msg("removed stale spill sessions")
 		}
 	}
-	srv, err := api.New(api.Config{Supervisor: sup, Token: f.token, MaxConcurrent: f.maxConcurrent,
+	srv, err := api.New(api.Config{Supervisor: sup, Token: token, MaxConcurrent: f.maxConcurrent,
 		Logger: &log, Version: Version, BodyTimeout: seconds(f.bodyTimeout)})
 	if err != nil {
 		sup.Close()
@@ -182,26 +194,39 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		fmt.Fprintf(m.Stderr, "corral serve: unexpected arguments %q\n", fs.Args())
 		return errUsage
 	}
-	if f.token == "" {
-		f.token = m.Getenv(tokenEnv)
-	}
+	// Before anything else: the environment may hold the token, and from
+	// here on no process of this user without CAP_SYS_PTRACE can read it.
+	nonDumpable := markNonDumpable()
 	log, err := m.logger(f)
 	if err != nil {
 		fmt.Fprintln(m.Stderr, "corral serve:", err)
 		return errUsage
 	}
-	if err := checkExposure(f.listen, f.token); err != nil {
+	if nonDumpable != nil {
+		log.Warn().Err(nonDumpable).Msg("could not make the server non-dumpable: a command running as this user can read its environment and memory")
+	}
+	tok, err := m.serverToken(f, log)
+	if err != nil {
+		return err
+	}
+	if err := checkExposure(f.listen, tok.value); err != nil {
 		return err
 	}
 	if err := f.checkConnLimits(); err != nil {
 		fmt.Fprintln(m.Stderr, "corral serve:", err)
 		return errUsage
 	}
-	srv, sup, grace, err := m.newServer(f, serveTimeoutHint, log)
+	srv, sup, grace, err := m.newServer(f, tok.value, serveTimeoutHint, log)
 	if err != nil {
 		return err
 	}
 	defer sup.Close()
+	if tok.source == tokenFromGenerated {
+		if err := writeToken(tok.path, tok.value); err != nil {
+			return err
+		}
+		log.Info().Str("tokenFile", tok.path).Msg("generated a new token; clients send it as \"Authorization: Bearer <token>\"")
+	}
 	ln, err := listen(f.listen)
 	if err != nil {
 		return err
@@ -212,8 +237,15 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	ln = api.LimitListener(ln, f.maxConnections)
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
-	log.Info().Str("listen", listenAddr(ln)).Str("tier", string(sup.Tier())).Bool("auth", f.token != "").
-		Str("version", Version).Msg("serving")
+	ev := log.Info().Str("listen", listenAddr(ln)).Str("tier", string(sup.Tier())).Bool("auth", tok.value != "").
+		Str("tokenSource", tok.source).Str("version", Version)
+	if tok.path != "" {
+		ev = ev.Str("tokenFile", tok.path)
+	}
+	if user, dir := sup.User(); user != "" {
+		ev = ev.Str("runAs", user).Str("cwd", dir)
+	}
+	ev.Msg("serving")
 
 	select {
 	case err := <-served:
@@ -285,23 +317,24 @@ func listenAddr(ln net.Listener) string {
 	return ln.Addr().String()
 }
 
-// checkExposure refuses to serve a non-loopback TCP address without a token.
+// checkExposure refuses to serve a non-loopback TCP address without a token
+// (--insecure-no-auth).
 func checkExposure(addr, token string) error {
-	if token != "" || strings.HasPrefix(addr, "unix:") {
+	if strings.HasPrefix(addr, "unix:") {
 		return nil
 	}
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fmt.Errorf("--listen %q: %w", addr, err)
 	}
-	if host == "localhost" {
+	if token != "" || host == "localhost" {
 		return nil
 	}
 	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
 		return nil
 	}
 	return fmt.Errorf("refusing to listen on %s without a token: anyone who can reach that address could run commands as this user; "+
-		"set CORRAL_TOKEN (or --token), or listen on 127.0.0.1 or a unix socket", addr)
+		"drop --insecure-no-auth, or listen on 127.0.0.1 or a unix socket", addr)
 }
 
 // listen opens host:port, or unix:/path as a socket only its owner may use.

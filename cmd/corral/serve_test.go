@@ -61,12 +61,21 @@ func (l *logLines) String() string {
 }
 
 // startServe starts `corral serve` with args and extra environment and
-// waits until it logs the address it serves. It is killed at the end of the
-// test if it is still running.
+// waits until it logs the address it serves; when the server generated its
+// token, the client sends it. It is killed at the end of the test if it is
+// still running.
 func startServe(t *testing.T, env []string, args ...string) *server {
 	t.Helper()
-	cmd := exec.Command(corralBinary(t), append([]string{"serve", "--data-dir", t.TempDir(), "--grace", "0.5"}, args...)...)
+	dataDir := t.TempDir()
+	cmd := exec.Command(corralBinary(t), append([]string{"serve", "--data-dir", dataDir, "--grace", "0.5"}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
+	return startServeCmd(t, cmd, dataDir)
+}
+
+// startServeCmd is startServe with the command line given (the server's
+// data directory is dataDir).
+func startServeCmd(t *testing.T, cmd *exec.Cmd, dataDir string) *server {
+	t.Helper()
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -115,6 +124,9 @@ func startServe(t *testing.T, env []string, args ...string) *server {
 	}
 	t.Cleanup(tr.CloseIdleConnections)
 	s.client = &http.Client{Transport: tr}
+	if b, err := os.ReadFile(filepath.Join(dataDir, "token")); err == nil {
+		s.token = strings.TrimSpace(string(b))
+	}
 	return s
 }
 
@@ -194,7 +206,7 @@ func TestServeToken(t *testing.T) {
 
 func TestServeRefusesExposedWithoutToken(t *testing.T) {
 	t.Parallel()
-	cmd := exec.Command(corralBinary(t), "serve", "--listen", "0.0.0.0:0", "--data-dir", t.TempDir())
+	cmd := exec.Command(corralBinary(t), "serve", "--listen", "0.0.0.0:0", "--data-dir", t.TempDir(), "--insecure-no-auth")
 	cmd.Env = append(os.Environ(), "CORRAL_TOKEN=")
 	out, err := cmd.CombinedOutput()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), "refusing to listen on 0.0.0.0:0 without a token") {
@@ -290,5 +302,56 @@ func TestServeSIGTERM(t *testing.T) {
 	rest, _ := io.ReadAll(br)
 	if !strings.Contains(string(rest), `"aborted":true`) {
 		t.Errorf("the client was not told: %s", rest)
+	}
+}
+
+// TestServeTokenSources: serve always has a token unless told otherwise. A
+// generated one is written 0600 to <dataDir>/token and logged by path, never
+// by value; --token-file is read; --token works and warns; only
+// --insecure-no-auth serves without one, and warns.
+func TestServeTokenSources(t *testing.T) {
+	t.Parallel()
+	tokFile := filepath.Join(t.TempDir(), "tok")
+	os.WriteFile(tokFile, []byte("  from-file-token\n"), 0o600)
+	tests := []struct {
+		name  string
+		args  []string
+		token string // "" means the generated one, read from the data dir
+		warn  string // a warning the log must carry
+		open  bool   // no token needed
+	}{
+		{"generated", nil, "", "", false},
+		{"token file", []string{"--token-file", tokFile}, "from-file-token", "", false},
+		{"flag", []string{"--token", "from-flag-token"}, "from-flag-token", "every local process can read", false},
+		{"no auth", []string{"--insecure-no-auth"}, "", "--insecure-no-auth: no token", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := startServe(t, []string{"CORRAL_TOKEN="}, append([]string{"--listen", "127.0.0.1:0"}, tc.args...)...)
+			logs := s.logs.String()
+			if tc.warn != "" && !strings.Contains(logs, `"level":"warn"`) || !strings.Contains(logs, tc.warn) {
+				t.Errorf("no warning %q in the log:\n%s", tc.warn, logs)
+			}
+			switch {
+			case tc.token != "":
+				s.token = tc.token
+			case !tc.open:
+				if s.token == "" || strings.Contains(logs, s.token) || !strings.Contains(logs, `"tokenFile":"`) {
+					t.Errorf("generated token %q: not written, or in the log, or its path is not:\n%s", s.token, logs)
+				}
+			}
+			want := s.token
+			s.token = ""
+			resp := s.request(context.Background(), "POST", "/v1/exec", `{"command":"true"}`)
+			resp.Body.Close()
+			if tc.open != (resp.StatusCode == http.StatusOK) {
+				t.Errorf("without a token: %d", resp.StatusCode)
+			}
+			s.token = want
+			if res := s.exec(`{"command":"echo ok"}`); res.Stdout != "ok\n" {
+				t.Errorf("with the token: %q", res.Stdout)
+			}
+		})
 	}
 }

@@ -120,6 +120,21 @@ func (s *Safety) enableV2Pids(root string) bool {
 // that they nest inside the safety cgroups.
 func (s *Safety) Name() string { return s.name }
 
+// Dir returns the safety cgroup's directory in the v1 hierarchy of controller ("freezer",
+// "pids"), or in the cgroup2 hierarchy for "", or "" when there is none. Tests make the
+// cgroups an adversarial command would use below it, so that the cleanup removes them.
+func (s *Safety) Dir(controller string) string {
+	if controller == "" {
+		return s.v2
+	}
+	for _, c := range s.v1 {
+		if c.controller == controller {
+			return c.dir
+		}
+	}
+	return ""
+}
+
 // Current returns the number of tasks (threads, not processes) charged to the safety
 // cgroup's pids controller (pids.current).
 func (s *Safety) Current() (int, error) {

@@ -20,6 +20,9 @@ func Safe(t testing.TB, pidsMax int) *Safety {
 // Name returns the cgroup name.
 func (s *Safety) Name() string { return s.name }
 
+// Dir returns "": there are no cgroups here.
+func (s *Safety) Dir(controller string) string { return "" }
+
 // Start returns ErrNoCgroups.
 func (s *Safety) Start(cmd *exec.Cmd) error { return ErrNoCgroups }
 
