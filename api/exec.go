@@ -25,9 +25,17 @@ type ExecRequest struct {
 	// Stdin, when present, is written to the command's stdin, which is then
 	// closed; absent means /dev/null.
 	Stdin *string `json:"stdin,omitempty"`
-	// Session and Label name spill files ([A-Za-z0-9._-], 1–128).
+	// Session and Label name spill files ([A-Za-z0-9._-], 1–128). A named
+	// session other than "default" also carries the working directory and
+	// exported variables from one command to the next.
 	Session string `json:"session,omitempty"`
 	Label   string `json:"label,omitempty"`
+	// ResetSession clears the session's state before the command runs.
+	ResetSession bool `json:"resetSession,omitempty"`
+	// Yield in seconds, 0 (absent) for none, at most the timeout: a command
+	// still running then is handed over as a background job, and the
+	// response is a Result with running: true and its jobId.
+	Yield *float64 `json:"yield,omitempty"`
 	// StdoutPolicy and StderrPolicy are head, tail or head+tail.
 	StdoutPolicy string `json:"stdoutPolicy,omitempty"`
 	StderrPolicy string `json:"stderrPolicy,omitempty"`
@@ -50,6 +58,7 @@ func (e ExecRequest) request(maxTimeout time.Duration) (supervisor.Request, erro
 		Env:          e.Env,
 		Session:      e.Session,
 		Label:        e.Label,
+		ResetSession: e.ResetSession,
 		StdoutPolicy: budget.Policy(e.StdoutPolicy),
 		StderrPolicy: budget.Policy(e.StderrPolicy),
 	}
@@ -62,6 +71,12 @@ func (e ExecRequest) request(maxTimeout time.Duration) (supervisor.Request, erro
 	}
 	if e.Stdin != nil {
 		req.Stdin = []byte(*e.Stdin)
+	}
+	if e.Yield != nil {
+		if y := *e.Yield; y != y || y < 0 || y > supervisor.CeilingTimeout.Seconds() {
+			return req, errorf(ErrInvalidArgument, "yield must be between 0 and the timeout in seconds, got %v", y)
+		}
+		req.Yield = time.Duration(*e.Yield * float64(time.Second))
 	}
 	return req, nil
 }

@@ -143,10 +143,17 @@ func (s *Server) jobOutput(w http.ResponseWriter, r *http.Request) {
 	if q.Has("stream") {
 		stream = q.Get("stream")
 	}
-	after, err := queryInt(q.Get("after"), "after")
-	if err != nil {
-		writeError(w, err)
-		return
+	// Without after, the read continues from the previous cursorless one.
+	after := supervisor.CursorNext
+	if q.Has("after") {
+		var err error
+		if after, err = queryInt(q.Get("after"), "after"); err == nil && after < 0 {
+			err = errorf(ErrInvalidArgument, "after must be a byte offset of 0 or more (omit it to continue from the previous read), got %d", after)
+		}
+		if err != nil {
+			writeError(w, err)
+			return
+		}
 	}
 	wait, err := querySeconds(q.Get("wait"), "wait", 0, supervisor.MaxOutputWait)
 	if err != nil {
@@ -162,8 +169,21 @@ func (s *Server) jobOutput(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) jobStdin(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	var yield time.Duration
+	if q.Has("yield") {
+		var err error
+		if yield, err = querySeconds(q.Get("yield"), "yield", time.Millisecond, supervisor.MaxOutputWait); err != nil {
+			writeError(w, err)
+			return
+		}
+	}
+	stream := supervisor.Stdout
+	if q.Has("stream") {
+		stream = q.Get("stream")
+	}
 	closeStdin := false
-	if v := r.URL.Query().Get("close"); v != "" {
+	if v := q.Get("close"); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
 			writeError(w, errorf(ErrInvalidArgument, "close must be true or false, got %q", v))
@@ -180,6 +200,15 @@ func (s *Server) jobStdin(w http.ResponseWriter, r *http.Request) {
 			err = errorf(ErrInvalidArgument, "reading the body: %v", err)
 		}
 		writeError(w, err)
+		return
+	}
+	if yield > 0 {
+		out, err := s.sup.JobExchange(r.Context(), r.PathValue("id"), stream, data, closeStdin, yield)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, out)
 		return
 	}
 	if err := s.sup.JobInput(r.PathValue("id"), data, closeStdin); err != nil {

@@ -26,7 +26,11 @@ const (
 type BashInput struct {
 	Command string   `json:"command" jsonschema:"the shell command line, run with bash -c"`
 	Timeout *float64 `json:"timeout,omitempty" jsonschema:"timeout in seconds: 60 by default, 1 to 300 allowed"`
-	Cwd     string   `json:"cwd,omitempty" jsonschema:"working directory (default: the server's)"`
+	Cwd     string   `json:"cwd,omitempty" jsonschema:"working directory for this command (default: where the session's last command ended)"`
+	// Session, Restart and Yield: the state that carries across calls.
+	Session string   `json:"session,omitempty" jsonschema:"corral session to run in (default: this MCP session's own)"`
+	Restart bool     `json:"restart,omitempty" jsonschema:"reset the session first: back to the start directory and environment"`
+	Yield   *float64 `json:"yield,omitempty" jsonschema:"seconds after which a command still running is handed over as a background job (job_output reads it); 0 or absent waits for the end"`
 	// Background, Lifetime and Interactive start a background job instead.
 	Background  bool     `json:"background,omitempty" jsonschema:"start a background job and return its ID at once instead of waiting for the end"`
 	Lifetime    *float64 `json:"lifetime,omitempty" jsonschema:"background only: seconds before the job is killed, 1800 (30 min) by default, 1 to 86400 (24 h) allowed"`
@@ -39,6 +43,8 @@ func bashDescription(maxTimeout time.Duration) string {
 	return fmt.Sprintf(`Run a shell command with bash -c and return its output when it ends.
 
 timeout is in seconds: %g by default, %g–%g allowed. At the timeout the command's whole process tree is killed and the result says so. Processes the command leaves running in the background are killed when the shell exits; stdin is empty.
+
+The working directory and exported variables carry over to your next bash call (each call is a fresh shell; functions and aliases do not carry); restart: true resets them. With yield: N, a command still running after N seconds keeps running as a background job, and the result says its job id.
 
 Each stream that reaches you is bounded to %d KiB and %s lines: stdout keeps its head (the first lines), stderr keeps its tail (the last lines), and a [truncated: ...] marker says what was kept out of how much. When a stream was cut, a fuller copy (up to %d KiB) is saved to a spill file whose path is in the marker and in stdoutInfo.spillPath / stderrInfo.spillPath. Read it with read_output (offset/limit, windows of %s lines / %d KiB, lines clipped at %s characters) or search it with grep_output rather than re-running the command. Narrowing the command itself (grep, head, tail, --quiet) is cheaper still.
 
@@ -132,7 +138,8 @@ func (s *Server) bashTool(ctx context.Context, req *mcp.CallToolRequest, in Bash
 	if in.Background || in.Lifetime != nil || in.Interactive {
 		return s.bashBackground(in)
 	}
-	r, err := ExecRequest{Command: in.Command, Timeout: in.Timeout, Cwd: in.Cwd}.request(s.sup.MaxTimeout())
+	r, err := ExecRequest{Command: in.Command, Timeout: in.Timeout, Cwd: in.Cwd, Yield: in.Yield,
+		Session: cmpOr(in.Session, s.mcpSession(req)), ResetSession: in.Restart}.request(s.sup.MaxTimeout())
 	if err != nil {
 		s.metrics.outcome(OutcomeInvalid)
 		return nil, nil, toolError(err)
@@ -245,15 +252,22 @@ func statusLine(res supervisor.Result) string {
 			killed += fmt.Sprintf(", %d left running by the shell", res.Kill.Lingering)
 		}
 	}
-	switch {
-	case res.TimedOut:
-		return fmt.Sprintf("[timed out after %s: stopped with %s%s]", d, res.Signal, killed)
-	case res.Aborted:
-		return fmt.Sprintf("[aborted after %s: stopped with %s%s]", d, res.Signal, killed)
-	case res.ExitCode == nil:
-		return fmt.Sprintf("[killed by %s after %s%s]", res.Signal, d, killed)
+	cwd := ""
+	if res.Cwd != "" {
+		cwd = "; cwd " + res.Cwd
 	}
-	return fmt.Sprintf("[exit code %d after %s%s]", *res.ExitCode, d, killed)
+	switch {
+	case res.Running:
+		return fmt.Sprintf("[still running after %s as background job %s: read what it prints next with job_output {\"id\": %q}, or stop it with job_kill]",
+			d, res.JobID, res.JobID)
+	case res.TimedOut:
+		return fmt.Sprintf("[timed out after %s: stopped with %s%s%s]", d, res.Signal, killed, cwd)
+	case res.Aborted:
+		return fmt.Sprintf("[aborted after %s: stopped with %s%s%s]", d, res.Signal, killed, cwd)
+	case res.ExitCode == nil:
+		return fmt.Sprintf("[killed by %s after %s%s%s]", res.Signal, d, killed, cwd)
+	}
+	return fmt.Sprintf("[exit code %d after %s%s%s]", *res.ExitCode, d, killed, cwd)
 }
 
 func (s *Server) readTool(ctx context.Context, req *mcp.CallToolRequest, in ReadRequest) (*mcp.CallToolResult, budget.ReadResult, error) {
@@ -277,4 +291,38 @@ func (s *Server) grepTool(ctx context.Context, req *mcp.CallToolRequest, in Grep
 		return nil, budget.GrepResult{}, toolError(err)
 	}
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: jsonText(res)}}}, res, nil
+}
+
+// mcpSession names the corral session of an MCP call that names none: the
+// MCP session's own (a streamable-HTTP Mcp-Session-Id, or the one session
+// of corral mcp over stdio), or "" (stateless) for a call that has no MCP
+// session (protocol 2026-07-28, or a sessionless POST).
+func (s *Server) mcpSession(req *mcp.CallToolRequest) string {
+	if req == nil || req.Session == nil {
+		return ""
+	}
+	if id := req.Session.ID(); id != "" {
+		return sessionName(id)
+	}
+	return s.stdioSession
+}
+
+// sessionName makes an MCP session ID a corral session name: "mcp-" and the
+// ID's letters, digits, '.', '_' and '-', at most 128 bytes in all.
+func sessionName(id string) string {
+	b := []byte("mcp-")
+	for i := 0; i < len(id) && len(b) < 128; i++ {
+		c := id[i]
+		if c == '.' || c == '_' || c == '-' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' {
+			b = append(b, c)
+		}
+	}
+	return string(b)
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
 }

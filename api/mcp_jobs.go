@@ -24,7 +24,7 @@ const (
 type JobOutputInput struct {
 	ID     string  `json:"id" jsonschema:"the job ID returned by bash with background: true"`
 	Stream string  `json:"stream,omitempty" jsonschema:"stdout (default) or stderr"`
-	After  int64   `json:"after,omitempty" jsonschema:"byte cursor: 0 for the start, then the next of the previous read"`
+	After  *int64  `json:"after,omitempty" jsonschema:"byte offset to read from; omit it to get what came since your previous read"`
 	Wait   float64 `json:"wait,omitempty" jsonschema:"seconds to wait for new output or the end when there is none yet: 0 (default) to 30"`
 }
 
@@ -33,6 +33,8 @@ type JobInputInput struct {
 	ID    string `json:"id" jsonschema:"the ID of a job started with interactive: true"`
 	Data  string `json:"data,omitempty" jsonschema:"text to write to the job's stdin (include the newline a line needs)"`
 	Close bool   `json:"close,omitempty" jsonschema:"close stdin after writing (end of input)"`
+	// Yield, when set, waits for the answer and returns it (stdout).
+	Yield float64 `json:"yield,omitempty" jsonschema:"seconds to wait for the job's answer on stdout (returned early once it pauses for 100 ms), 0 to 30; 0 or absent returns at once"`
 }
 
 // JobIDInput is the arguments of the MCP tool job_kill.
@@ -45,6 +47,8 @@ type JobInputResult struct {
 	ID      string `json:"id"`
 	Written int    `json:"written"`
 	Closed  bool   `json:"closed"`
+	// Output is the answer read with yield, as job_output returns it.
+	Output *supervisor.JobOutput `json:"output,omitempty"`
 }
 
 // jobRingBytes is what the supervisor keeps of each job stream: the tail
@@ -55,27 +59,27 @@ const jobRingBytes = 512 << 10
 var (
 	jobLifetimeText = fmt.Sprintf("%s by default, %g s to %s allowed",
 		minutes(supervisor.DefaultJobLifetime), supervisor.MinTimeout.Seconds(), hours(supervisor.DefaultMaxJobLifetime))
-	jobLimitsText = fmt.Sprintf(`A job is killed at the end of its lifetime (%s), with its whole process tree. After it exits it stays readable for %s, then it is forgotten; sooner when more than %d exited jobs (or %d MiB of their output) are kept, the oldest first. At most %d jobs run at once; one more is refused with RESOURCE_EXHAUSTED.`,
-		jobLifetimeText, minutes(supervisor.DefaultJobRetention), supervisor.DefaultMaxRetainedJobs,
+	jobLimitsText = fmt.Sprintf(`At the end of its lifetime a job is killed with its whole process tree. After it exits it stays readable for %s, then it is forgotten; sooner when more than %d exited jobs (or %d MiB of their output) are kept, the oldest first. At most %d jobs run at once; one more is refused with RESOURCE_EXHAUSTED.`,
+		minutes(supervisor.DefaultJobRetention), supervisor.DefaultMaxRetainedJobs,
 		supervisor.DefaultMaxRetainedBytes>>20, supervisor.DefaultMaxJobs)
-	jobWindowText = fmt.Sprintf(`Output is read with a byte cursor per stream, in windows of at most %d KiB / %s lines: start with after=0 and pass the returned next as after on the next call. A read may wait (long poll, up to %g s) for new output or the job's end. When the reader fell behind what the server still holds (the last %d KiB of each stream), skippedBytes says how many bytes were missed.`,
+	jobWindowText = fmt.Sprintf(`Each read returns what the job printed since your previous read of that stream (or from the byte offset after, when given), in windows of at most %d KiB / %s lines. A read may wait (long poll, up to %g s) for new output or the job's end. When the reader fell behind what the server still holds (the last %d KiB of each stream), skippedBytes says how many bytes were missed.`,
 		budget.DefaultMaxBytes>>10, thousands(budget.DefaultMaxLines), supervisor.MaxOutputWait.Seconds(),
 		jobRingBytes>>10)
 )
 
 // backgroundDescription ends the bash tool's description.
-var backgroundDescription = fmt.Sprintf(`Background jobs: a dev server, a watcher or a long build must be started with background: true (a plain command's leftover processes are killed when its shell exits). bash then returns at once with the job ID and PID; read the output with job_output (id, after=0), write stdin with job_input (only for interactive: true; otherwise stdin is empty), list jobs with job_list, stop one with job_kill. lifetime is in seconds: %s. %s %s`,
-	jobLifetimeText, jobLimitsText, jobWindowText)
+var backgroundDescription = fmt.Sprintf(`Background jobs: a dev server, a watcher or a long build must be started with background: true (a plain command's leftover processes are killed when its shell exits). bash then returns at once with the job ID and PID; read the output with job_output, write stdin with job_input (only for interactive: true; otherwise stdin is empty), list jobs with job_list, stop one with job_kill. lifetime is in seconds: %s. %s`,
+	jobLifetimeText, jobLimitsText)
 
-var jobOutputDescription = fmt.Sprintf(`Read a background job's output (stdout by default, or stderr) from the byte cursor after (0 at first), and say whether the job is still running. %s
+var jobOutputDescription = fmt.Sprintf(`Read a background job's output (stdout by default, or stderr), and say whether the job is still running. %s
 
-The text result is the output, then one status line with the cursor to pass next; once the job has exited it carries the exit status, and a read that returns nothing after that is the end. %s`, jobWindowText, jobLimitsText)
+The text result is the output, then one status line; once the job has exited it carries the exit status, and a read that returns nothing after that is the end. An exited job stays readable for a while (see bash), then answers NOT_FOUND saying it expired.`, jobWindowText)
 
-var jobInputDescription = fmt.Sprintf(`Write data to the stdin of a background job started with interactive: true, and close stdin with close: true (the end of input; cat and read then see EOF). Writing to a job that is not interactive, whose stdin was closed, or that has exited is refused with INVALID_ARGUMENT. Then read the answer with job_output. %s`, jobLimitsText)
+var jobInputDescription = fmt.Sprintf(`Write data to the stdin of a background job started with interactive: true, and close stdin with close: true (the end of input; cat and read then see EOF). Writing to a job that is not interactive, whose stdin was closed, or that has exited is refused with INVALID_ARGUMENT. With yield: N it waits up to N seconds for the answer on stdout and returns it (what a job_output read would), so one call is one turn of an interactive program; without yield, read the answer with job_output.`)
 
 var jobKillDescription = `Kill a background job with its whole process tree (SIGTERM, a short grace, then SIGKILL) and return its result like bash does. Killing a job that already exited returns its result.`
 
-var jobListDescription = fmt.Sprintf(`List the background jobs, running and recently exited: id, command, state (running or exited), pid, startedAt, and the bytes written so far to stdout and stderr. %s`, jobLimitsText)
+var jobListDescription = `List the background jobs, running and recently exited: id, command, state (running or exited), pid, startedAt, and the bytes written so far to stdout and stderr.`
 
 func minutes(d time.Duration) string { return fmt.Sprintf("%g min", d.Minutes()) }
 func hours(d time.Duration) string   { return fmt.Sprintf("%g h", d.Hours()) }
@@ -103,8 +107,8 @@ func (s *Server) bashBackground(in BashInput) (*mcp.CallToolResult, any, error) 
 	if err != nil {
 		return nil, nil, toolError(err)
 	}
-	text := fmt.Sprintf("Started background job %s (pid %d). Read its output with job_output {\"id\": %q, \"after\": 0} "+
-		"(add \"wait\": up to 30 seconds to wait for output), then pass the returned next as after.", st.ID, st.Pid, st.ID)
+	text := fmt.Sprintf("Started background job %s (pid %d). Read its output with job_output {\"id\": %q} "+
+		"(add \"wait\": up to 30 seconds to wait for output); each read returns what came since the previous one.", st.ID, st.Pid, st.ID)
 	if in.Interactive {
 		text += fmt.Sprintf(" Its stdin is open: write to it with job_input {\"id\": %q, \"data\": \"...\\n\"}, close it with \"close\": true.", st.ID)
 	}
@@ -121,10 +125,23 @@ func (s *Server) jobOutputTool(ctx context.Context, req *mcp.CallToolRequest, in
 	if err != nil {
 		return nil, supervisor.JobOutput{}, toolError(err)
 	}
-	out, err := s.sup.JobOutput(ctx, in.ID, stream, in.After, wait)
+	after := supervisor.CursorNext
+	if in.After != nil {
+		if after = *in.After; after < 0 {
+			return nil, supervisor.JobOutput{}, toolError(errorf(ErrInvalidArgument,
+				"after must be a byte offset of 0 or more (omit it to continue from the previous read), got %d", after))
+		}
+	}
+	out, err := s.sup.JobOutput(ctx, in.ID, stream, after, wait)
 	if err != nil {
 		return nil, supervisor.JobOutput{}, toolError(err)
 	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: outputText(out, in.After == nil)}}}, out, nil
+}
+
+// outputText is a job read as the model sees it: the data, then a status
+// line; a cursor read also names the offset to continue from.
+func outputText(out supervisor.JobOutput, cursorless bool) string {
 	var b strings.Builder
 	if out.SkippedBytes > 0 {
 		fmt.Fprintf(&b, "[skipped %d bytes: the reader fell behind what the server still holds]\n", out.SkippedBytes)
@@ -133,23 +150,39 @@ func (s *Server) jobOutputTool(ctx context.Context, req *mcp.CallToolRequest, in
 	if out.Data != "" && !strings.HasSuffix(out.Data, "\n") {
 		b.WriteByte('\n')
 	}
+	next := fmt.Sprintf(": continue with after=%d", out.Next)
+	if cursorless {
+		next = ""
+	}
 	switch {
 	case out.State == supervisor.JobRunning:
-		fmt.Fprintf(&b, "[job %s running; %s read up to byte %d: continue with after=%d]", out.ID, out.Stream, out.Next, out.Next)
+		fmt.Fprintf(&b, "[job %s running; %s read up to byte %d%s]", out.ID, out.Stream, out.Next, next)
 	case out.Data != "" || out.SkippedBytes > 0:
-		fmt.Fprintf(&b, "[job %s exited (%s); %s read up to byte %d: continue with after=%d until a read returns nothing]",
-			out.ID, strings.Trim(statusLine(*out.Result), "[]"), out.Stream, out.Next, out.Next)
+		fmt.Fprintf(&b, "[job %s exited (%s); %s read up to byte %d%s until a read returns nothing]",
+			out.ID, strings.Trim(statusLine(*out.Result), "[]"), out.Stream, out.Next, next)
 	default:
 		fmt.Fprintf(&b, "[job %s exited (%s); end of %s at byte %d]", out.ID, strings.Trim(statusLine(*out.Result), "[]"), out.Stream, out.Next)
 	}
-	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: b.String()}}}, out, nil
+	return b.String()
 }
 
 func (s *Server) jobInputTool(ctx context.Context, req *mcp.CallToolRequest, in JobInputInput) (*mcp.CallToolResult, JobInputResult, error) {
+	res := JobInputResult{ID: in.ID, Written: len(in.Data), Closed: in.Close}
+	if in.Yield != 0 {
+		yield, err := seconds(in.Yield, "yield", 0, supervisor.MaxOutputWait)
+		if err != nil {
+			return nil, JobInputResult{}, toolError(err)
+		}
+		out, err := s.sup.JobExchange(ctx, in.ID, supervisor.Stdout, []byte(in.Data), in.Close, yield)
+		if err != nil {
+			return nil, JobInputResult{}, toolError(err)
+		}
+		res.Output = &out
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: outputText(out, true)}}}, res, nil
+	}
 	if err := s.sup.JobInput(in.ID, []byte(in.Data), in.Close); err != nil {
 		return nil, JobInputResult{}, toolError(err)
 	}
-	res := JobInputResult{ID: in.ID, Written: len(in.Data), Closed: in.Close}
 	text := fmt.Sprintf("wrote %d bytes to the stdin of job %s", res.Written, in.ID)
 	if in.Close {
 		text += "; stdin closed"

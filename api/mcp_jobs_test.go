@@ -67,14 +67,23 @@ func TestMCPJobs(t *testing.T) {
 	for _, tool := range tools.Tools {
 		desc[tool.Name] = tool.Description
 	}
-	limits := []string{"30 min by default", "1 s to 24 h", "whole process tree", "10 min", "At most 32 jobs",
-		"96 KiB / 4,000 lines", "byte cursor", "up to 30 s", "skippedBytes"}
 	wants := map[string][]string{
-		api.ToolBash:      append([]string{"background: true", "job_output", "after=0"}, limits...),
-		api.ToolJobOutput: append([]string{"after", "next"}, limits...),
-		api.ToolJobInput:  {"interactive: true", "close: true", "INVALID_ARGUMENT", "30 min by default"},
+		api.ToolBash: {"background: true", "job_output", "30 min by default", "1 s to 24 h", "whole process tree",
+			"10 min", "At most 32 jobs", "carry over to your next bash call", "restart: true", "yield: N"},
+		api.ToolJobOutput: {"after", "since your previous read", "96 KiB / 4,000 lines", "up to 30 s", "skippedBytes", "expired"},
+		api.ToolJobInput:  {"interactive: true", "close: true", "INVALID_ARGUMENT", "yield: N"},
 		api.ToolJobKill:   {"whole process tree"},
-		api.ToolJobList:   {"running or exited", "At most 32 jobs"},
+		api.ToolJobList:   {"running or exited"},
+	}
+	// Each limit is stated once, in one description.
+	for _, once := range []string{"At most 32 jobs", "stays readable for 10 min", "1 s to 24 h"} {
+		n := 0
+		for _, d := range desc {
+			n += strings.Count(d, once)
+		}
+		if n != 1 {
+			t.Errorf("%q is stated %d times across the tool descriptions, want once", once, n)
+		}
 	}
 	for name, ws := range wants {
 		for _, w := range ws {
@@ -89,7 +98,7 @@ func TestMCPJobs(t *testing.T) {
 	r := call(api.ToolBash, map[string]any{"command": marked(marker, "for i in 1 2 3 4 5; do echo l$i; sleep 0.1; done"), "background": true})
 	var st supervisor.JobStarted
 	structured(t, r, &st)
-	if st.ID == "" || st.Pid <= 0 || !strings.Contains(toolText(r), `job_output {"id": "`+st.ID+`", "after": 0}`) {
+	if st.ID == "" || st.Pid <= 0 || !strings.Contains(toolText(r), `job_output {"id": "`+st.ID+`"}`) {
 		t.Fatalf("bash background: %+v %q", st, toolText(r))
 	}
 	var got strings.Builder

@@ -2,6 +2,8 @@ package api
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -12,7 +14,13 @@ import (
 // is shut down first: the running commands are aborted and their trees
 // killed. (On its own the SDK would wait for the calls in flight when ctx
 // ends; a client that hangs up cancels its calls itself.)
+//
+// The connection is one MCP session, and so one corral session: the working
+// directory and exported variables of one bash call carry to the next.
 func (s *Server) ServeMCP(ctx context.Context, t mcp.Transport) error {
+	var b [6]byte
+	rand.Read(b[:])
+	s.stdioSession = "mcp-stdio-" + hex.EncodeToString(b[:])
 	stop := context.AfterFunc(ctx, s.abort)
 	defer stop()
 	return s.mcp.Run(ctx, t)

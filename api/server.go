@@ -78,8 +78,11 @@ type Server struct {
 	slots   chan struct{} // one token per running command
 	beat    time.Duration // Config.Heartbeat
 	mcp     *mcp.Server   // stdio, and streamable HTTP without sessions
-	front   *mcpFront     // the /mcp endpoint
-	handler http.Handler
+	// stdioSession is the corral session of ServeMCP's one connection;
+	// written by ServeMCP before it serves.
+	stdioSession string
+	front        *mcpFront // the /mcp endpoint
+	handler      http.Handler
 	// toolInputs maps each MCP tool to its input type (addTool); written
 	// only by New.
 	toolInputs map[string]reflect.Type

@@ -377,3 +377,37 @@ func runDrainHelper(b *testing.B, n int64, mode string) (hwm, seen int64) {
 	}
 	return hwm, seen
 }
+
+// BenchmarkSessionStateRatio is the cost of session state tracking: `true`
+// in a named session (state script, state pipe, the trap's report, parsing
+// and saving it) against `true` run statelessly, alternating in one loop on
+// the default tier. The goal is 1.05×.
+func BenchmarkSessionStateRatio(b *testing.B) {
+	s := newSup(b, Config{})
+	var tPlain, tSession []time.Duration
+	i := 0
+	for b.Loop() {
+		for k := range 2 {
+			req := Request{Command: "true"}
+			if (i+k)%2 == 1 {
+				req.Session = "bench"
+			}
+			start := time.Now()
+			res, err := s.Run(context.Background(), req)
+			d := time.Since(start)
+			if err != nil || res.ExitCode == nil || *res.ExitCode != 0 {
+				b.Fatalf("true: %v %+v", err, res)
+			}
+			if req.Session == "" {
+				tPlain = append(tPlain, d)
+			} else {
+				tSession = append(tSession, d)
+			}
+		}
+		i++
+	}
+	b.ReportMetric(float64(sum(tSession))/float64(sum(tPlain)), "ratio")
+	b.ReportMetric(float64(median(tSession))/float64(median(tPlain)), "median-ratio")
+	b.ReportMetric(float64(sum(tPlain).Microseconds())/float64(i), "plain-µs/op")
+	b.ReportMetric(float64(sum(tSession).Microseconds())/float64(i), "session-µs/op")
+}

@@ -9,6 +9,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/corral-sh/corral/killtree"
 )
 
 // Background job limits.
@@ -130,7 +132,14 @@ type job struct {
 	started time.Time
 	p       *proc
 	cancel  context.CancelFunc
-	done    chan struct{} // closed once result is set
+	// cancelCause aborts the job with a cause (a yielding command whose
+	// caller went away passes the caller's).
+	cancelCause context.CancelCauseFunc
+	done        chan struct{} // closed once result is set
+	listed      bool          // in the table; guarded by the table's mu
+
+	cursorMu sync.Mutex // serialises cursorless reads
+	cursor   [2]int64   // where the next cursorless read of stdout, stderr starts; guarded by cursorMu
 
 	// Set by the table when the job joins the exited jobs, under its mu.
 	ended     time.Time
@@ -206,6 +215,9 @@ func (s *Supervisor) StartJob(r JobRequest) (JobStarted, error) {
 		lifetime = r.Timeout
 	}
 	req := r.Request
+	if req.Yield != 0 {
+		return JobStarted{}, invalid("yield applies to commands; a background job returns at once")
+	}
 	req.Timeout = 0 // the lifetime replaces it; validated below
 	v, err := s.validate(req)
 	if err != nil {
@@ -222,18 +234,30 @@ func (s *Supervisor) StartJob(r JobRequest) (JobStarted, error) {
 		return JobStarted{}, invalid("an interactive job takes its stdin through job input, not stdin")
 	}
 	v.timeout, v.job, v.interactive = lifetime, true, r.Interactive
+	j, err := s.launchJob(v, true)
+	if err != nil {
+		return JobStarted{}, err
+	}
+	return JobStarted{ID: j.id, Pid: j.p.tree.Pid()}, nil
+}
 
-	j := &job{id: newJobID(), command: r.Command, started: time.Now(), done: make(chan struct{}), wake: make(chan struct{})}
+// launchJob takes a running-job slot, starts v and supervises it in the
+// background. A listed job is in the table at once; a yielding command's
+// job joins it only at the yield (listJob), so a command that ends before
+// its yield never shows up as a job.
+func (s *Supervisor) launchJob(v validated, listed bool) (*job, error) {
+	j := &job{id: newJobID(), command: v.Command, started: time.Now(), done: make(chan struct{}),
+		wake: make(chan struct{}), listed: listed}
 	v.notify = j.poke
 	t := &s.jobs
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
-		return JobStarted{}, errors.New("supervisor: closed")
+		return nil, fmt.Errorf("supervisor: start: %w", killtree.ErrClosed)
 	}
 	if t.running >= t.max {
 		t.mu.Unlock()
-		return JobStarted{}, jobError(ErrTooManyJobs, "%d background jobs are running, the most allowed; kill one or wait for one to end", t.max)
+		return nil, jobError(ErrTooManyJobs, "%d background jobs are running, the most allowed; kill one or wait for one to end", t.max)
 	}
 	t.running++
 	t.mu.Unlock()
@@ -243,17 +267,34 @@ func (s *Supervisor) StartJob(r JobRequest) (JobStarted, error) {
 		t.mu.Lock()
 		t.running--
 		t.mu.Unlock()
-		return JobStarted{}, err
+		return nil, err
 	}
 	j.p = p
-	ctx, cancel := context.WithCancel(context.Background())
-	j.cancel = cancel
+	ctx, cancel := context.WithCancelCause(context.Background())
+	j.cancel = func() { cancel(nil) }
+	j.cancelCause = cancel
 	t.mu.Lock()
-	t.jobs[j.id] = j
+	if listed {
+		t.jobs[j.id] = j
+	}
 	t.wg.Add(1)
 	t.mu.Unlock()
 	go t.supervise(ctx, j)
-	return JobStarted{ID: j.id, Pid: p.tree.Pid()}, nil
+	return j, nil
+}
+
+// listJob makes a yielding command's job visible at its yield. It reports
+// false when the job already ended: the caller then returns its Result, and
+// the job is never listed.
+func (t *jobTable) listJob(j *job) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ended := j.exited(); ended || t.closed {
+		return false
+	}
+	j.listed = true
+	t.jobs[j.id] = j
+	return true
 }
 
 // supervise runs one job to its end, publishes the result, and hands the

@@ -19,22 +19,31 @@ import (
 // job does not read.
 const stdinWriteTimeout = 5 * time.Second
 
+// CursorNext, as JobOutput's after, reads from where the previous
+// cursorless read of that job's stream ended (from 0 for the first, or from
+// what a yielding command's Result showed). Cursorless reads of one stream
+// are serialised, so across any number of them every byte is returned once
+// (or counted in SkippedBytes when the ring moved past it).
+const CursorNext int64 = -1
+
 // JobOutput returns what the job wrote to stream ("stdout" or "stderr")
-// from byte offset after on, at most one model budget of it (96 KiB and
-// 4,000 lines, cut after a complete line where one fits, valid UTF-8), and
-// the cursor to pass next. With wait > 0 (at most MaxOutputWait) it waits
-// for new output or the job's end when there is none yet.
+// from byte offset after on (CursorNext: where the last cursorless read
+// ended), at most one model budget of it (96 KiB and 4,000 lines, cut after
+// a complete line where one fits, valid UTF-8), and the cursor to pass next.
+// With wait > 0 (at most MaxOutputWait) it waits for new output or the job's
+// end when there is none yet.
 func (s *Supervisor) JobOutput(ctx context.Context, id, stream string, after int64, wait time.Duration) (JobOutput, error) {
 	j, err := s.jobs.get(id)
 	if err != nil {
 		return JobOutput{}, err
 	}
 	var r *retained
+	i := 0
 	switch stream {
 	case Stdout:
 		r = j.p.out
 	case Stderr:
-		r = j.p.err
+		r, i = j.p.err, 1
 	default:
 		return JobOutput{}, invalid("stream must be stdout or stderr, got %q", stream)
 	}
@@ -42,10 +51,25 @@ func (s *Supervisor) JobOutput(ctx context.Context, id, stream string, after int
 		return JobOutput{}, invalid("wait must be between 0 and %g seconds, got %g",
 			MaxOutputWait.Seconds(), wait.Seconds())
 	}
+	if after == CursorNext {
+		j.cursorMu.Lock()
+		defer j.cursorMu.Unlock()
+		out, err := s.readJob(ctx, j, r, stream, j.cursor[i], wait)
+		if err == nil {
+			j.cursor[i] = out.Next
+		}
+		return out, err
+	}
 	if total := r.tail.Counts().TotalBytes; after < 0 || after > total {
 		return JobOutput{}, invalid("after must be between 0 and %d (the bytes written so far), got %d",
 			total, after)
 	}
+	return s.readJob(ctx, j, r, stream, after, wait)
+}
+
+// readJob is one cursor read of r from after on.
+func (s *Supervisor) readJob(ctx context.Context, j *job, r *retained, stream string, after int64, wait time.Duration) (JobOutput, error) {
+	id := j.id
 	limits := s.cfg.Budget
 	var timer <-chan time.Time
 	if wait > 0 {
@@ -171,4 +195,69 @@ func describeStdinErr(err error) string {
 		return "the job closed its stdin"
 	}
 	return err.Error()
+}
+
+// InputPause is how long a job's output must pause, once some came, for
+// JobExchange to return before its yield.
+const InputPause = 100 * time.Millisecond
+
+// JobExchange is one turn of an interactive program: it writes data to the
+// job's stdin as JobInput does, then waits up to yield (at most
+// MaxOutputWait) for what the job prints on stream, returning early once
+// that output pauses for InputPause or the job ends, and returns it as a
+// cursorless read (CursorNext) does.
+func (s *Supervisor) JobExchange(ctx context.Context, id, stream string, data []byte, closeStdin bool, yield time.Duration) (JobOutput, error) {
+	if yield <= 0 || yield > MaxOutputWait {
+		return JobOutput{}, invalid("yield must be more than 0 and at most %g seconds, got %g",
+			MaxOutputWait.Seconds(), yield.Seconds())
+	}
+	j, err := s.jobs.get(id)
+	if err != nil {
+		return JobOutput{}, err
+	}
+	r, i := j.p.out, 0
+	switch stream {
+	case Stdout:
+	case Stderr:
+		r, i = j.p.err, 1
+	default:
+		return JobOutput{}, invalid("stream must be stdout or stderr, got %q", stream)
+	}
+	j.cursorMu.Lock()
+	defer j.cursorMu.Unlock()
+	start := j.cursor[i]
+	if err := s.JobInput(id, data, closeStdin); err != nil {
+		return JobOutput{}, err
+	}
+	deadline := time.Now().Add(yield)
+	seen, grew := start, time.Time{}
+	for {
+		woken := j.waiter()
+		_, ended := j.exited()
+		now := time.Now()
+		if total := r.tail.Counts().TotalBytes; total != seen {
+			seen, grew = total, now
+		}
+		wake := deadline
+		if !grew.IsZero() && grew.Add(InputPause).Before(deadline) {
+			wake = grew.Add(InputPause)
+		}
+		if ended || !now.Before(wake) {
+			break
+		}
+		t := time.NewTimer(wake.Sub(now))
+		select {
+		case <-woken:
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return JobOutput{}, ctx.Err()
+		}
+		t.Stop()
+	}
+	out, err := s.readJob(ctx, j, r, stream, start, 0)
+	if err == nil {
+		j.cursor[i] = out.Next
+	}
+	return out, err
 }

@@ -63,7 +63,7 @@ func (t *jobTable) whyLocked(id string) (string, bool) {
 func (t *jobTable) retire(j *job, footprint int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.closed {
+	if t.closed || !j.listed {
 		return
 	}
 	j.ended, j.footprint = time.Now(), footprint

@@ -75,8 +75,21 @@ type Request struct {
 	// receive seconds use ParseTimeout, which also rejects 0, NaN and infinities.
 	Timeout time.Duration
 	// Session and Label name spill files (spill.ValidateName rules); ""
-	// means "default" and "bash".
+	// means "default" and "bash". A named session other than "default"
+	// also carries state from one command to the next (see Config.NoSessionState):
+	// the command starts in the working directory, with the exported
+	// variables, that the session's last command which exited by itself
+	// ended with; Dir and Env apply on top.
 	Session, Label string
+	// ResetSession clears the session's state before the command runs.
+	ResetSession bool
+	// Yield, when positive, hands the command over as a background job if
+	// it still runs after that long: Run then returns a Result with Running
+	// set, the job's ID and the model views of what it printed so far, and
+	// the command goes on in the same tree under the same timeout; its final
+	// Result comes from the job API and covers all its output. It must not
+	// exceed the timeout, and needs a free job slot (ErrTooManyJobs).
+	Yield time.Duration
 	// StdoutPolicy and StderrPolicy choose which end of a stream the model
 	// sees; "" means head for stdout and tail for stderr.
 	StdoutPolicy, StderrPolicy budget.Policy
@@ -137,6 +150,10 @@ func (s *Supervisor) validate(r Request) (validated, error) {
 			MinTimeout.Seconds(), s.maxTimeout.Seconds(), r.Timeout.Seconds())
 	default:
 		v.timeout = r.Timeout
+	}
+	if r.Yield < 0 || r.Yield > v.timeout {
+		return bad("yield must be between 0 and the timeout (%g seconds), got %g",
+			v.timeout.Seconds(), r.Yield.Seconds())
 	}
 	if r.Dir != "" {
 		fi, err := os.Stat(r.Dir)
@@ -237,17 +254,29 @@ var promptKeys = func() map[string]bool {
 // not even when the request sets them. It runs for every command, so it
 // filters one pass over the supervisor's environment instead of building a
 // map of it.
-func (s *Supervisor) environ(v validated, runID string) []string {
+//
+// base is a session's saved environment, nil for the supervisor's own; a
+// prompt variable it holds is one the session's commands chose, and stays.
+func (s *Supervisor) environ(v validated, runID string, base []string) []string {
 	removed := func(k string) bool {
 		return slices.Contains(v.Unset, k) || slices.Contains(s.cfg.Scrub, k)
 	}
-	base := os.Environ()
+	fromSession := base != nil
+	if !fromSession {
+		base = os.Environ()
+	}
+	chosen := map[string]bool{} // prompt and user variables the session chose
 	env := make([]string, 0, len(base)+len(promptSuppression)+len(userKeys)+len(v.Env)+1)
 	for _, kv := range base {
 		k, _, ok := strings.Cut(kv, "=")
-		if !ok || k == "" || k == RunIDEnv || (promptKeys[k] && !s.cfg.NoPromptSuppression) ||
-			(userKeys[k] && s.user != nil) {
+		if !ok || k == "" || k == RunIDEnv {
 			continue
+		}
+		if promptKeys[k] && !s.cfg.NoPromptSuppression || userKeys[k] && s.user != nil {
+			if !fromSession {
+				continue
+			}
+			chosen[k] = true
 		}
 		if _, set := v.Env[k]; set || removed(k) {
 			continue
@@ -263,9 +292,14 @@ func (s *Supervisor) environ(v validated, runID string) []string {
 	}
 	for _, kv := range defaults {
 		k, _, _ := strings.Cut(kv, "=")
-		if _, set := v.Env[k]; !set && !removed(k) {
+		if _, set := v.Env[k]; !set && !removed(k) && !chosen[k] {
 			env = append(env, kv)
 		}
+	}
+	// An interactive job talks through pipes: Python would block-buffer its
+	// answers until it exits.
+	if _, set := v.Env["PYTHONUNBUFFERED"]; v.interactive && !set && !removed("PYTHONUNBUFFERED") {
+		env = append(env, "PYTHONUNBUFFERED=1")
 	}
 	for _, k := range slices.Sorted(maps.Keys(v.Env)) {
 		if k != RunIDEnv && !removed(k) {

@@ -23,6 +23,14 @@ type Result struct {
 	StdoutInfo budget.Info `json:"stdoutInfo"`
 	StderrInfo budget.Info `json:"stderrInfo"`
 	Kill       KillInfo    `json:"kill"`
+	// Cwd is the working directory the session's next command starts in,
+	// when the command carried session state; "" otherwise.
+	Cwd string `json:"cwd,omitempty"`
+	// Running is set when the command was still running at its yield and
+	// goes on as the background job JobID; the views then hold what it
+	// printed so far, and ExitCode is nil with Signal empty.
+	Running bool   `json:"running,omitempty"`
+	JobID   string `json:"jobId,omitempty"`
 }
 
 // KillInfo says what the way down did.

@@ -40,6 +40,9 @@ func (s *Supervisor) Run(ctx context.Context, r Request) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	if v.Yield > 0 {
+		return s.runYielding(ctx, v)
+	}
 	p, err := s.start(v)
 	if err != nil {
 		return Result{}, err
@@ -60,6 +63,7 @@ type proc struct {
 	outs     outputs       // the read ends of stdout and stderr (per OS)
 	stdinW   *os.File      // nil when stdin is /dev/null
 	stdinEnd chan struct{} // closed when the stdin writer returned
+	state    *stateStart   // nil unless the command carries session state
 	drained  chan error    // one value per stream drained in the background at its end; buffered 2
 	pending  int           // how many values drained will carry
 	live     *live
@@ -112,12 +116,29 @@ func (s *Supervisor) start(v validated) (_ *proc, retErr error) {
 
 	cmd := exec.Command(s.shell, "-c", v.Command)
 	cmd.Dir = v.Dir
-	cmd.Env = s.environ(v, p.id)
+	var base []string
+	if s.tracked(v) {
+		if p.state, err = s.beginState(v); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if retErr != nil {
+				p.state.closeFiles()
+				p.state.pipe.Close()
+				s.endState(p.state, nil)
+			}
+		}()
+		cmd.Dir, base = p.state.dir, p.state.env
+	}
+	cmd.Env = s.environ(v, p.id, base)
 	if s.user != nil {
 		s.user.apply(cmd)
 		if cmd.Dir == "" {
 			cmd.Dir = s.user.dir
 		}
+	}
+	if p.state != nil {
+		p.state.prepare(cmd)
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, wOut, wErr
 	tree, err := s.trees.Start(cmd)
@@ -126,6 +147,9 @@ func (s *Supervisor) start(v validated) (_ *proc, retErr error) {
 	}
 	if err != nil {
 		return nil, fmt.Errorf("supervisor: start %s: %w", s.shell, err)
+	}
+	if p.state != nil {
+		p.state.started()
 	}
 	// The child has its copies; ours would keep the pipes from reaching EOF.
 	wOut.Close()
@@ -338,6 +362,9 @@ func (p *proc) finish(end ending) Result {
 	if c, s, ok := shellExit(p.tree); ok { // the leader was the shell's reaper
 		code, sig, werr = c, s, nil
 	}
+	exitedByItself := end == endExited && sig == "" && (werr == nil || p.cmd.ProcessState != nil)
+	cwd, stateNote := p.s.finishState(p.state, exitedByItself)
+	res.Cwd = cwd
 	switch {
 	case werr != nil && p.cmd.ProcessState == nil:
 		p.log.Warn().Err(werr).Msg("wait")
@@ -353,7 +380,7 @@ func (p *proc) finish(end ending) Result {
 	}
 	res.Stdout, res.StdoutInfo = p.shape(p.out, "stdout")
 	res.Stderr, res.StderrInfo = p.shape(p.err, "stderr")
-	res.Stderr = withNote(res.Stderr, p.s.note(end, p.v, p.kill, alive))
+	res.Stderr = withNote(withNote(res.Stderr, stateNote), p.s.note(end, p.v, p.kill, alive))
 	res.Truncated = res.StdoutInfo.Truncated || res.StderrInfo.Truncated
 
 	if p.v.OnEvent != nil {

@@ -503,7 +503,7 @@ func TestEnvironRules(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			s := &Supervisor{cfg: tc.cfg}
-			env := s.environ(validated{Request: Request{Env: tc.env, Unset: tc.unset}}, "run-1")
+			env := s.environ(validated{Request: Request{Env: tc.env, Unset: tc.unset}}, "run-1", nil)
 			got := map[string]string{}
 			for _, kv := range env {
 				k, v, _ := strings.Cut(kv, "=")

@@ -101,6 +101,12 @@ type Config struct {
 	// JobRetention is how long an exited job stays readable; 0 is
 	// DefaultJobRetention.
 	JobRetention time.Duration
+	// NoSessionState makes named sessions stateless: they only name spill
+	// directories (the CLI, where each invocation is its own process).
+	NoSessionState bool
+	// MaxSessions bounds the sessions that keep state; past it the least
+	// recently used idle session is forgotten. 0 is DefaultMaxSessions.
+	MaxSessions int
 	// MaxRetainedJobs bounds the exited jobs kept readable; past it the
 	// job that exited first is forgotten (ErrJobExpired). 0 is
 	// DefaultMaxRetainedJobs.
@@ -135,6 +141,7 @@ type Supervisor struct {
 
 	maxLifetime time.Duration
 	jobs        jobTable
+	sessions    sessionTable
 	running     atomic.Int64
 	started     atomic.Int64
 	drained     atomic.Int64
@@ -188,6 +195,7 @@ func New(cfg Config) (*Supervisor, error) {
 		return nil, err
 	}
 	s.maxLifetime = s.jobs.maxLifetime
+	s.sessions.init(cfg.MaxSessions)
 	if s.shell == "" {
 		s.shell = "sh"
 		if p, err := exec.LookPath("bash"); err == nil {

@@ -2,12 +2,16 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"io"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/corral-sh/corral/internal/proctest"
 )
@@ -146,4 +150,32 @@ func TestMCPBadLines(t *testing.T) {
 	expect("call after", `"id":4,"result"`, `alive`)
 	send(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"job_list","arguments":{}}}`)
 	expect("job list", `"id":5,"result"`, `sleep 60`, `running`)
+}
+
+// TestMCPStdioSession: over stdio the connection is one session: the cwd
+// and exported variables of one bash call carry to the next (the go-sdk
+// client, as a harness would run corral mcp).
+func TestMCPStdioSession(t *testing.T) {
+	t.Parallel()
+	dir, _ := filepath.EvalSymlinks(t.TempDir())
+	cmd := exec.Command(corralBinary(t), "mcp", "--data-dir", t.TempDir())
+	client := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil)
+	ctx := context.Background()
+	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	text := func(command string) string {
+		t.Helper()
+		r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": command}})
+		if err != nil || r.IsError {
+			t.Fatalf("bash %q: %v %+v", command, err, r)
+		}
+		return r.Content[0].(*mcp.TextContent).Text
+	}
+	text("cd " + dir + " && export A='two words'")
+	if got, want := text(`pwd; printf '%s\n' "$A"`), dir+"\ntwo words\n"; !strings.HasPrefix(got, want) {
+		t.Errorf("second call printed %q, want it to start with %q", got, want)
+	}
 }

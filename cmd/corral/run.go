@@ -64,7 +64,7 @@ func (m *Main) runFlagSet(f *runFlags) *flag.FlagSet {
 	}
 	fs.Float64Var(&f.timeout, "timeout", supervisor.DefaultTimeout.Seconds(), "timeout in `seconds`, 1 to 300")
 	fs.StringVar(&f.cwd, "cwd", "", "working `directory` (default the current one)")
-	fs.StringVar(&f.session, "session", "default", "session `ID` that names the spill directory ([A-Za-z0-9._-], 1-128)")
+	fs.StringVar(&f.session, "session", "default", "session `ID` that names the spill directory ([A-Za-z0-9._-], 1-128); corral run is stateless: each invocation is its own process, so no working directory or variable carries over (use the server or MCP for sessions)")
 	fs.StringVar(&f.label, "label", "bash", "`label` that starts spill file names ([A-Za-z0-9._-], 1-128)")
 	fs.StringVar(&f.dataDir, "data-dir", defaultDataDir(m.Getenv), "`directory` for spill files (default $CORRAL_DATA_DIR, else the XDG data directory + /corral)")
 	fs.StringVar(&f.stdoutPolicy, "stdout-policy", "head", "which part of stdout the model sees: head, tail or head+tail")
@@ -122,6 +122,8 @@ func (m *Main) run(ctx context.Context, args []string) error {
 		DataDir: f.dataDir,
 		Grace:   grace,
 		User:    f.runAs,
+		// One command per process: no state to carry to a next one.
+		NoSessionState: true,
 		// One command, one tree, no other children: every orphan that
 		// reaches this process is the command's (killtree.Config.SoleTree).
 		Containment: killtree.Config{Tier: killtree.Tier(f.containment), SoleTree: true},

@@ -1,0 +1,107 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/corral-sh/corral/internal/proctest"
+	"github.com/corral-sh/corral/supervisor"
+)
+
+func TestExecSessionStateHTTP(t *testing.T) {
+	e := newEnv(t)
+	dir := t.TempDir()
+	res := e.exec(`{"session": "h1", "command": "cd ` + dir + ` && export A=1 B='two words' C=$'line\\nbreak'"}`)
+	if res.Cwd == "" || !strings.HasSuffix(res.Cwd, dir[strings.LastIndex(dir, "/"):]) {
+		t.Fatalf("cwd %q after cd %s", res.Cwd, dir)
+	}
+	res = e.exec(`{"session": "h1", "command": "pwd; printf '%s|%s|%s' \"$A\" \"$B\" \"$C\""}`)
+	if want := res.Cwd + "\n1|two words|line\nbreak"; res.Stdout != want {
+		t.Errorf("second command printed %q, want %q", res.Stdout, want)
+	}
+	res = e.exec(`{"session": "h1", "resetSession": true, "command": "printf '%s' \"${A-unset}\""}`)
+	if res.Stdout != "unset" {
+		t.Errorf("after resetSession: %q", res.Stdout)
+	}
+	// No session: stateless, and no cwd in the Result.
+	code, b := e.do(context.Background(), "POST", "/v1/exec", `{"command": "cd /"}`)
+	if code != http.StatusOK || strings.Contains(string(b), `"cwd"`) {
+		t.Errorf("a stateless Result: %d %s", code, b)
+	}
+}
+
+func TestExecYieldHTTP(t *testing.T) {
+	e := newEnv(t)
+	_, marker := proctest.Marker(t)
+	begin := time.Now()
+	res := e.exec(`{"yield": 1, "command": ` + jsonString(marked(marker, "for i in $(seq 1 30); do echo $i; sleep 0.1; done")) + `}`)
+	if !res.Running || res.JobID == "" || time.Since(begin) > 3*time.Second {
+		t.Fatalf("yield 1: running %v job %q after %v", res.Running, res.JobID, time.Since(begin))
+	}
+	// Cursorless reads: no after, every byte once, ending where the job ends.
+	var got strings.Builder
+	got.WriteString(res.Stdout)
+	for {
+		code, b := e.do(context.Background(), "GET", "/v1/jobs/"+res.JobID+"/output?wait=5", "")
+		var out supervisor.JobOutput
+		if err := json.Unmarshal(b, &out); code != http.StatusOK || err != nil {
+			t.Fatalf("cursorless read: %d %s", code, b)
+		}
+		got.WriteString(out.Data)
+		if out.State == supervisor.JobExited && out.Data == "" {
+			break
+		}
+	}
+	var want strings.Builder
+	for i := 1; i <= 30; i++ {
+		want.WriteString(strconv.Itoa(i) + "\n")
+	}
+	if got.String() != want.String() {
+		t.Errorf("yield view plus cursorless reads = %q, want %q", got.String(), want.String())
+	}
+	// A yield past the timeout is refused and starts nothing.
+	code, b := e.do(context.Background(), "POST", "/v1/exec", `{"yield": 5, "timeout": 2, "command": "touch /nonexistent-dir/x"}`)
+	if code != http.StatusBadRequest || errorCode(t, b) != "INVALID_ARGUMENT" {
+		t.Errorf("yield past the timeout: %d %s", code, b)
+	}
+	proctest.NoSurvivors(t, marker, time.Second)
+}
+
+func TestJobStdinYieldHTTP(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 not found")
+	}
+	e := newEnv(t)
+	_, marker := proctest.Marker(t)
+	st := e.startJob(`{"interactive": true, "command": ` + jsonString(marked(marker, `python3 -c 'while True: print(input()[::-1])'`)) + `}`)
+	for _, word := range []string{"hello", "corral", "abc", "stressed", "xyz"} {
+		code, b := e.do(context.Background(), "POST", "/v1/jobs/"+st.ID+"/stdin?yield=20", word+"\n")
+		var out supervisor.JobOutput
+		if err := json.Unmarshal(b, &out); code != http.StatusOK || err != nil {
+			t.Fatalf("stdin?yield: %d %s", code, b)
+		}
+		r := []rune(word)
+		for i, k := 0, len(r)-1; i < k; i, k = i+1, k-1 {
+			r[i], r[k] = r[k], r[i]
+		}
+		if out.Data != string(r)+"\n" {
+			t.Errorf("sent %q, the same call returned %q", word, out.Data)
+		}
+	}
+	// Without yield: 204 as before.
+	if code, b := e.do(context.Background(), "POST", "/v1/jobs/"+st.ID+"/stdin", "x\n"); code != http.StatusNoContent {
+		t.Errorf("stdin without yield: %d %s", code, b)
+	}
+	for _, q := range []string{"yield=0", "yield=31", "yield=x", "yield=1&stream=both"} {
+		code, b := e.do(context.Background(), "POST", "/v1/jobs/"+st.ID+"/stdin?"+q, "x\n")
+		if code != http.StatusBadRequest || errorCode(t, b) != "INVALID_ARGUMENT" {
+			t.Errorf("stdin?%s: %d %s", q, code, b)
+		}
+	}
+}

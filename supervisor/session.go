@@ -1,0 +1,348 @@
+package supervisor
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/corral-sh/corral/killtree"
+)
+
+// DefaultMaxSessions bounds the sessions a Supervisor keeps state for.
+const DefaultMaxSessions = 1024
+
+// StatelessSession is the session a request that names none belongs to. It
+// never carries state.
+const StatelessSession = "default"
+
+// SessionInfo describes one session. EnvNames lists the names of the
+// variables it carries, never their values.
+type SessionInfo struct {
+	ID         string    `json:"id"`
+	Cwd        string    `json:"cwd"`
+	EnvNames   []string  `json:"envNames"`
+	Running    int       `json:"running"`
+	CreatedAt  time.Time `json:"createdAt"`
+	LastUsedAt time.Time `json:"lastUsedAt"`
+}
+
+// session is the state a named session carries from one command to the
+// next: the working directory and the exported variables its last command
+// that exited by itself ended with. The environment lives in memory only.
+// Its fields are guarded by the table's mutex.
+type session struct {
+	id       string
+	startDir string   // where its first command started; the fallback for a vanished cwd
+	cwd      string   // "" until a command saved its state
+	env      []string // nil until a command saved its state
+	running  int      // tracked commands of it running now
+	created  time.Time
+	used     time.Time
+}
+
+// sessionTable owns every session of a Supervisor.
+type sessionTable struct {
+	mu  sync.Mutex
+	max int
+	m   map[string]*session // guarded by mu
+}
+
+func (t *sessionTable) init(max int) {
+	t.max = cmp.Or(max, DefaultMaxSessions)
+	t.m = map[string]*session{}
+}
+
+// stateStart is what a tracked command starts from.
+type stateStart struct {
+	sess  *session
+	dir   string   // the working directory; "" is the supervisor's
+	env   []string // the base environment; nil is the supervisor's
+	note  string   // said on the Result's stderr (a vanished cwd)
+	pipe  *os.File // the read end of the state pipe (descriptor 3 in the child)
+	files []*os.File
+	data  chan stateRead
+}
+
+// stateRead is what the state reader collected.
+type stateRead struct {
+	data    []byte
+	tooLong int // bytes seen when more than MaxSessionStateBytes came
+}
+
+// tracked reports whether v's command carries session state.
+func (s *Supervisor) tracked(v validated) bool {
+	return !s.cfg.NoSessionState && v.Session != StatelessSession && filepath.Base(s.shell) == "bash"
+}
+
+// beginState looks the session up (making it, or evicting the least
+// recently used idle session past the bound), applies a reset, and returns
+// the directory and environment the command starts from together with the
+// pipes that carry its state. The caller passes files to the child as
+// descriptors 3 and 4 and closes them once it started.
+func (s *Supervisor) beginState(v validated) (*stateStart, error) {
+	t := &s.sessions
+	t.mu.Lock()
+	sess := t.m[v.Session]
+	now := time.Now()
+	if sess == nil {
+		t.evictLocked()
+		wd, _ := os.Getwd()
+		sess = &session{id: v.Session, startDir: cmp.Or(v.Dir, wd), created: now}
+		t.m[v.Session] = sess
+	}
+	if v.ResetSession {
+		sess.cwd, sess.env = "", nil
+	}
+	sess.used = now
+	sess.running++
+	st := &stateStart{sess: sess, dir: v.Dir, env: sess.env}
+	cwd := sess.cwd
+	t.mu.Unlock()
+
+	if st.dir == "" && cwd != "" {
+		if fi, err := os.Stat(cwd); err == nil && fi.IsDir() {
+			st.dir = cwd
+		} else {
+			st.dir = sess.startDir
+			if fi, err := os.Stat(st.dir); err != nil || !fi.IsDir() {
+				st.dir = ""
+			}
+			st.note = fmt.Sprintf("[corral: the session's working directory %s no longer exists; the command ran in %s.]",
+				cwd, cmp.Or(st.dir, "the server's working directory"))
+		}
+	}
+
+	stateR, stateW, err := os.Pipe()
+	if err != nil {
+		s.endState(st, nil)
+		return nil, fmt.Errorf("supervisor: state pipe: %w", err)
+	}
+	scriptR, scriptW, err := os.Pipe()
+	if err != nil {
+		stateR.Close()
+		stateW.Close()
+		s.endState(st, nil)
+		return nil, fmt.Errorf("supervisor: state pipe: %w", err)
+	}
+	st.pipe, st.files = stateR, []*os.File{stateW, scriptR}
+	// The script is far below a pipe's capacity, so the write cannot block.
+	envNow := st.env
+	if envNow == nil {
+		envNow = os.Environ()
+	}
+	bashEnv, hasBashEnv := lookupEnv(envNow, "BASH_ENV")
+	if val, ok := v.Env["BASH_ENV"]; ok {
+		bashEnv, hasBashEnv = val, true
+	}
+	_, err = scriptW.Write(stateScript(bashEnv, hasBashEnv))
+	scriptW.Close()
+	if err != nil {
+		st.closeFiles()
+		stateR.Close()
+		s.endState(st, nil)
+		return nil, fmt.Errorf("supervisor: state script: %w", err)
+	}
+	return st, nil
+}
+
+// prepare points cmd at the state pipes and the start-up script.
+func (st *stateStart) prepare(cmd *exec.Cmd) {
+	cmd.ExtraFiles = st.files // descriptors 3 (state) and 4 (script)
+	cmd.Env = append(cmd.Env, "BASH_ENV=/dev/fd/4")
+}
+
+// started closes the child's ends and starts reading the state.
+func (st *stateStart) started() {
+	st.closeFiles()
+	st.data = make(chan stateRead, 1)
+	go func() {
+		var r stateRead
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := st.pipe.Read(buf)
+			switch {
+			case r.tooLong > 0:
+				r.tooLong += n
+			case len(r.data)+n > MaxSessionStateBytes:
+				r.tooLong = len(r.data) + n
+				r.data = nil
+			default:
+				r.data = append(r.data, buf[:n]...)
+			}
+			if err != nil {
+				st.data <- r
+				return
+			}
+		}
+	}()
+}
+
+func (st *stateStart) closeFiles() {
+	for _, f := range st.files {
+		f.Close()
+	}
+	st.files = nil
+}
+
+// stateWait bounds the wait for the state pipe's EOF once the tree is gone.
+// Every holder of its write end was a member of the tree, so EOF is
+// immediate unless a process of the tree survived.
+const stateWait = 100 * time.Millisecond
+
+// finishState collects what the shell reported and, when the shell exited by
+// itself, saves it as the session's state. It returns the working directory
+// the session's next command starts in and a note for the Result.
+func (s *Supervisor) finishState(st *stateStart, exitedByItself bool) (cwd, note string) {
+	if st == nil {
+		return "", ""
+	}
+	var r stateRead
+	if st.data != nil {
+		st.pipe.SetReadDeadline(time.Now().Add(stateWait))
+		r = <-st.data
+	}
+	st.pipe.Close()
+	var notes []string
+	if st.note != "" {
+		notes = append(notes, st.note)
+	}
+	var saved *savedState
+	switch {
+	case !exitedByItself:
+	case r.tooLong > 0:
+		notes = append(notes, fmt.Sprintf("[corral: the session state (%d bytes of working directory and "+
+			"exported variables) is over the %d KiB limit and was not saved; the next command starts where this one started.]",
+			r.tooLong, MaxSessionStateBytes>>10))
+	default:
+		dir, env, err := parseState(r.data)
+		if err == nil {
+			saved = &savedState{cwd: dir, env: s.keepEnv(env)}
+		} else if !errors.Is(err, errStateMissing) {
+			s.log.Warn().Err(err).Str("session", st.sess.id).Msg("session state not saved")
+		}
+	}
+	return s.endState(st, saved), strings.Join(notes, "\n")
+}
+
+type savedState struct {
+	cwd string
+	env []string
+}
+
+// endState records that a tracked command ended, saving its state when
+// given, and returns the session's working directory.
+func (s *Supervisor) endState(st *stateStart, saved *savedState) string {
+	t := &s.sessions
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st.sess.running--
+	st.sess.used = time.Now()
+	if saved != nil {
+		st.sess.cwd, st.sess.env = saved.cwd, saved.env
+	}
+	return cmp.Or(st.sess.cwd, st.dir, st.sess.startDir)
+}
+
+// keepEnv drops what must not be carried: corral's own variables, the
+// prompt suppression it set (a value the command chose is kept), the
+// scrubbed names, and bash's bookkeeping.
+func (s *Supervisor) keepEnv(env []string) []string {
+	defaults := map[string]string{}
+	for _, kv := range promptSuppression {
+		k, v, _ := strings.Cut(kv, "=")
+		defaults[k] = v
+	}
+	return slices.DeleteFunc(env, func(kv string) bool {
+		k, v, _ := strings.Cut(kv, "=")
+		switch k {
+		case RunIDEnv, killtree.EnvTag, "PWD", "OLDPWD", "SHLVL", "_":
+			return true
+		}
+		if d, ok := defaults[k]; ok && d == v {
+			return true
+		}
+		return slices.Contains(s.cfg.Scrub, k)
+	})
+}
+
+// evictLocked forgets the least recently used idle session once the table
+// is full. Sessions with a command running are never evicted, so the table
+// can exceed its bound by the commands running at once.
+func (t *sessionTable) evictLocked() {
+	if len(t.m) < t.max {
+		return
+	}
+	var oldest *session
+	for _, sess := range t.m {
+		if sess.running == 0 && (oldest == nil || sess.used.Before(oldest.used)) {
+			oldest = sess
+		}
+	}
+	if oldest != nil {
+		delete(t.m, oldest.id)
+	}
+}
+
+func lookupEnv(env []string, name string) (string, bool) {
+	for i := len(env) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(env[i], "="); ok && k == name {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+func (sess *session) info() SessionInfo {
+	names := make([]string, 0, len(sess.env))
+	for _, kv := range sess.env {
+		k, _, _ := strings.Cut(kv, "=")
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	return SessionInfo{ID: sess.id, Cwd: cmp.Or(sess.cwd, sess.startDir), EnvNames: names,
+		Running: sess.running, CreatedAt: sess.created, LastUsedAt: sess.used}
+}
+
+// Sessions lists the sessions that carry state, most recently used first.
+func (s *Supervisor) Sessions() []SessionInfo {
+	t := &s.sessions
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]SessionInfo, 0, len(t.m))
+	for _, sess := range t.m {
+		out = append(out, sess.info())
+	}
+	slices.SortFunc(out, func(a, b SessionInfo) int { return b.LastUsedAt.Compare(a.LastUsedAt) })
+	return out
+}
+
+// Session describes one session; ok is false when the Supervisor keeps no
+// state for it.
+func (s *Supervisor) Session(id string) (SessionInfo, bool) {
+	t := &s.sessions
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	sess, ok := t.m[id]
+	if !ok {
+		return SessionInfo{}, false
+	}
+	return sess.info(), true
+}
+
+// ForgetSession drops a session's state; its running commands go on, and
+// what they report is not saved. It reports whether there was state.
+func (s *Supervisor) ForgetSession(id string) bool {
+	t := &s.sessions
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, ok := t.m[id]
+	delete(t.m, id)
+	return ok
+}

@@ -1,0 +1,250 @@
+package supervisor
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// A tracked command's shell reports its final state (working directory and
+// exported variables) on descriptor 3 from an EXIT trap. The trap is set by a
+// start-up script that bash reads through BASH_ENV from descriptor 4, so the
+// command string itself is passed to `bash -c` untouched: line numbers and
+// syntax errors read exactly as they do without state tracking. The script
+// closes descriptor 4 and restores the BASH_ENV the command would otherwise
+// have seen, so nested shells read no corral script.
+//
+// The trap writes only when descriptor 3 is still a pipe and is neither the
+// command's stdout nor its stderr (`exec 3>&1` is a common idiom: the state
+// holds the whole environment and must never reach the output). It uses
+// `builtin` so that functions named printf, pwd or export cannot change it,
+// ends in `|| :` so that `set -e` cannot change the exit code, and bash
+// restores the exit status the shell had before the trap ran (bash's
+// run_exit_trap, trap.c).
+const (
+	stateFD       = 3 // the child's descriptor the state is written to
+	stateScriptFD = 4 // the child's descriptor BASH_ENV reads the script from
+
+	stateBegin = "\x00corral-state 1\x00"
+	stateEnd   = "\x00corral-end\x00"
+
+	stateTrap = `trap '[[ -p /dev/fd/3 && ! /dev/fd/3 -ef /dev/fd/1 && ! /dev/fd/3 -ef /dev/fd/2 ]] && ` +
+		`{ builtin printf "\0corral-state 1\0"; builtin pwd -P || builtin printf "%s\n" "$PWD"; ` +
+		`builtin printf "\0"; builtin export -p; builtin printf "\0corral-end\0"; } >&3 2>/dev/null || :' EXIT`
+)
+
+// MaxSessionStateBytes bounds a session's saved state as the shell reports
+// it. A larger state is not saved, and the Result's stderr note says so.
+const MaxSessionStateBytes = 256 << 10
+
+// stateScript is the BASH_ENV script of a tracked command. userBashEnv is
+// the BASH_ENV the command's environment holds, "" for none; it is sourced
+// before the trap is set, so a trap it sets cannot replace corral's.
+func stateScript(userBashEnv string, hasUserBashEnv bool) []byte {
+	var b strings.Builder
+	b.WriteString("exec 4<&-\n")
+	if hasUserBashEnv {
+		b.WriteString("BASH_ENV=" + shellQuote(userBashEnv) + "\n")
+		b.WriteString(`[[ -n "$BASH_ENV" ]] && . "$BASH_ENV"` + "\n")
+	} else {
+		b.WriteString("unset BASH_ENV\n")
+	}
+	b.WriteString(stateTrap + "\n")
+	return []byte(b.String())
+}
+
+// shellQuote quotes s as one word for bash.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// errStateMissing means the shell reported no complete state: the command
+// closed or redirected descriptor 3, replaced the EXIT trap, or exec'd
+// another program.
+var errStateMissing = errors.New("no complete state was reported")
+
+// parseState decodes what the trap wrote: the last complete report, which
+// must end the data. It returns the working directory and the exported
+// variables as NAME=value entries.
+func parseState(data []byte) (cwd string, env []string, err error) {
+	i := bytes.LastIndex(data, []byte(stateBegin))
+	if i < 0 || !bytes.HasSuffix(data, []byte(stateEnd)) {
+		return "", nil, errStateMissing
+	}
+	body := data[i+len(stateBegin) : len(data)-len(stateEnd)]
+	dir, decls, ok := bytes.Cut(body, []byte{0})
+	if !ok {
+		return "", nil, errStateMissing
+	}
+	cwd = strings.TrimSuffix(string(dir), "\n")
+	if !strings.HasPrefix(cwd, "/") {
+		return "", nil, fmt.Errorf("working directory %q is not absolute", cwd)
+	}
+	env, err = parseExports(string(decls))
+	return cwd, env, err
+}
+
+// parseExports decodes bash's `export -p` listing: one declaration per
+// variable, `declare -x NAME="value"` (`export NAME="value"` in POSIX mode),
+// the value double-quoted with \ " $ ` escaped, or ANSI-C quoted ($'...')
+// when it holds control or non-UTF-8 bytes. A declaration without a value
+// (exported but unset) is skipped.
+func parseExports(s string) ([]string, error) {
+	var env []string
+	for len(s) > 0 {
+		switch {
+		case s[0] == '\n':
+			s = s[1:]
+			continue
+		case strings.HasPrefix(s, "declare -"):
+			_, rest, ok := strings.Cut(s[len("declare -"):], " ")
+			if !ok {
+				return nil, errors.New("export listing: declaration without a name")
+			}
+			s = rest
+		case strings.HasPrefix(s, "export "):
+			s = s[len("export "):]
+		default:
+			return nil, fmt.Errorf("export listing: unexpected text %q", head(s))
+		}
+		n := 0
+		for n < len(s) && isNameByte(s[n], n == 0) {
+			n++
+		}
+		if n == 0 {
+			return nil, fmt.Errorf("export listing: bad name at %q", head(s))
+		}
+		name := s[:n]
+		s = s[n:]
+		if s == "" || s[0] == '\n' {
+			continue // exported, never set
+		}
+		if s[0] != '=' {
+			return nil, fmt.Errorf("export listing: unexpected text after %s", name)
+		}
+		val, rest, err := unquoteValue(s[1:])
+		if err != nil {
+			return nil, fmt.Errorf("export listing: %s: %w", name, err)
+		}
+		env = append(env, name+"="+val)
+		s = rest
+	}
+	return env, nil
+}
+
+func isNameByte(c byte, first bool) bool {
+	return c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || !first && '0' <= c && c <= '9'
+}
+
+func head(s string) string {
+	if len(s) > 20 {
+		return s[:20]
+	}
+	return s
+}
+
+// unquoteValue decodes one quoted value at the start of s and returns it
+// with the rest of s.
+func unquoteValue(s string) (string, string, error) {
+	switch {
+	case strings.HasPrefix(s, `"`):
+		var b strings.Builder
+		for i := 1; i < len(s); i++ {
+			switch c := s[i]; c {
+			case '"':
+				return b.String(), s[i+1:], nil
+			case '\\':
+				if i+1 < len(s) && strings.IndexByte("\\\"$`\n", s[i+1]) >= 0 {
+					i++
+					c = s[i]
+				}
+				b.WriteByte(c)
+			default:
+				b.WriteByte(c)
+			}
+		}
+		return "", "", errors.New("unterminated double quote")
+	case strings.HasPrefix(s, "$'"):
+		return unquoteANSIC(s[2:])
+	}
+	return "", "", fmt.Errorf("unquoted value %q", head(s))
+}
+
+// unquoteANSIC decodes the body of a $'...' word (bash's ansicstr,
+// lib/sh/strtrans.c) up to its closing quote.
+func unquoteANSIC(s string) (string, string, error) {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == '\'' {
+			return b.String(), s[i+1:], nil
+		}
+		if c != '\\' || i+1 == len(s) {
+			b.WriteByte(c)
+			continue
+		}
+		i++
+		switch c = s[i]; c {
+		case 'a':
+			b.WriteByte('\a')
+		case 'b':
+			b.WriteByte('\b')
+		case 'e', 'E':
+			b.WriteByte(0x1b)
+		case 'f':
+			b.WriteByte('\f')
+		case 'n':
+			b.WriteByte('\n')
+		case 'r':
+			b.WriteByte('\r')
+		case 't':
+			b.WriteByte('\t')
+		case 'v':
+			b.WriteByte('\v')
+		case '\\', '\'', '"', '?':
+			b.WriteByte(c)
+		case 'c':
+			if i+1 < len(s) {
+				i++
+				b.WriteByte(s[i] & 0x1f)
+			}
+		case '0', '1', '2', '3', '4', '5', '6', '7':
+			j := i
+			for j < len(s) && j < i+3 && '0' <= s[j] && s[j] <= '7' {
+				j++
+			}
+			v, _ := strconv.ParseUint(s[i:j], 8, 16)
+			b.WriteByte(byte(v))
+			i = j - 1
+		case 'x', 'u', 'U':
+			width := map[byte]int{'x': 2, 'u': 4, 'U': 8}[c]
+			j := i + 1
+			for j < len(s) && j < i+1+width && isHex(s[j]) {
+				j++
+			}
+			if j == i+1 {
+				b.WriteByte('\\')
+				b.WriteByte(c)
+				continue
+			}
+			v, _ := strconv.ParseUint(s[i+1:j], 16, 32)
+			if c == 'x' {
+				b.WriteByte(byte(v))
+			} else {
+				b.WriteString(string(utf8.AppendRune(nil, rune(v))))
+			}
+			i = j - 1
+		default:
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		}
+	}
+	return "", "", errors.New("unterminated $'...' quote")
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}

@@ -1,0 +1,109 @@
+package supervisor
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/corral-sh/corral/budget"
+)
+
+// runYielding runs a command with a yield: as a job from the start, so the
+// same tree, capture and timeout go on after the hand-over. Until the yield
+// the caller's ctx aborts it as it aborts any command.
+func (s *Supervisor) runYielding(ctx context.Context, v validated) (Result, error) {
+	var g *gate
+	if v.OnEvent != nil {
+		g = &gate{cb: v.OnEvent}
+		v.OnEvent = g.call
+	}
+	j, err := s.launchJob(v, false)
+	if err != nil {
+		return Result{}, err
+	}
+	timer := time.NewTimer(v.Yield)
+	defer timer.Stop()
+	select {
+	case <-j.done:
+	case <-ctx.Done():
+		j.cancelCause(context.Cause(ctx))
+		<-j.done
+	case <-timer.C:
+		// The caller's callback ends with the result this call returns; the
+		// job's later events are for the job API, not for it.
+		g.close()
+		if s.jobs.listJob(j) {
+			res := j.p.soFar(j)
+			g.deliver(res)
+			return res, nil
+		}
+		<-j.done
+		res, _ := j.exited()
+		g.deliver(*res)
+		return *res, nil
+	}
+	res, _ := j.exited()
+	return *res, nil
+}
+
+// soFar is the Result of a command handed over at its yield: the model
+// views of what it printed until now (a cut view's marker names no spill
+// file: the job's final Result does), and a note saying where it went. The
+// job's cursorless reads start after what these views counted.
+func (p *proc) soFar(j *job) Result {
+	res := Result{Running: true, JobID: j.id, DurationMs: time.Since(p.begin).Milliseconds(),
+		Kill: KillInfo{Tier: string(p.tree.Tier())}}
+	view := func(r *retained) (string, budget.Info) {
+		data, counts, _ := r.snapshot()
+		return budget.Shape(data, counts, budget.Options{Policy: r.policy, Limits: p.s.cfg.Budget, Raw: p.s.cfg.RawOutput})
+	}
+	res.Stdout, res.StdoutInfo = view(p.out)
+	res.Stderr, res.StderrInfo = view(p.err)
+	res.Truncated = res.StdoutInfo.Truncated || res.StderrInfo.Truncated
+	j.cursorMu.Lock()
+	j.cursor = [2]int64{res.StdoutInfo.TotalBytes, res.StderrInfo.TotalBytes}
+	j.cursorMu.Unlock()
+	res.Stderr = withNote(res.Stderr, fmt.Sprintf("[corral: still running after %s; it goes on as background job %s "+
+		"until it ends or its timeout of %s passes. Read what it prints next with job output (no cursor needed), "+
+		"wait for its result, or kill it.]", seconds(p.v.Yield), j.id, seconds(p.v.timeout)))
+	return res
+}
+
+// gate passes events to cb until it is closed; close waits for a callback
+// in progress, so none runs after it returns.
+// A nil *gate does nothing.
+type gate struct {
+	mu     sync.Mutex
+	cb     func(Event)
+	closed bool // guarded by mu
+	result bool // a result event went through; guarded by mu
+}
+
+func (g *gate) call(ev Event) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.closed {
+		g.result = g.result || ev.Event == EventResult
+		g.cb(ev)
+	}
+}
+
+func (g *gate) close() {
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	g.closed = true
+	g.mu.Unlock()
+}
+
+// deliver gives the closed gate's callback its result event, unless one
+// already went through.
+func (g *gate) deliver(res Result) {
+	if g == nil || g.result {
+		return
+	}
+	g.result = true
+	g.cb(Event{Event: EventResult, Result: &res})
+}
