@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"strings"
 	"syscall"
@@ -24,7 +25,7 @@ const stdinWriteTimeout = 5 * time.Second
 // what a yielding command's Result showed). Cursorless reads of one stream
 // are serialised, so across any number of them every byte is returned once
 // (or counted in SkippedBytes when the ring moved past it).
-const CursorNext int64 = -1
+const CursorNext int64 = math.MinInt64
 
 // JobOutput returns what the job wrote to stream ("stdout" or "stderr")
 // from byte offset after on (CursorNext: where the last cursorless read
