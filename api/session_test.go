@@ -3,13 +3,17 @@ package api_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/corral-sh/corral/api"
 	"github.com/corral-sh/corral/internal/proctest"
 	"github.com/corral-sh/corral/supervisor"
 )
@@ -104,4 +108,60 @@ func TestJobStdinYieldHTTP(t *testing.T) {
 			t.Errorf("stdin?%s: %d %s", q, code, b)
 		}
 	}
+}
+
+// BenchmarkInteractiveRoundTrip is one turn of an interactive program over
+// HTTP: POST /v1/jobs/{id}/stdin?yield=5 with one line to a Python program
+// that prints it reversed, the answer in the same call. The call returns
+// once the answer's output paused for supervisor.InputPause (100 ms), so a
+// turn costs the program's own time plus that pause plus corral's overhead;
+// over-pause-µs is the p50 minus the pause.
+func BenchmarkInteractiveRoundTrip(b *testing.B) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		b.Skip("python3 not found")
+	}
+	sup, err := supervisor.New(supervisor.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sup.Close()
+	srv, err := api.New(api.Config{Supervisor: sup})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ts := httptest.NewServer(srv.Handler())
+	defer ts.Close()
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
+	post := func(path, body string) []byte {
+		resp, err := client.Post(ts.URL+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		return raw
+	}
+	var st supervisor.JobStarted
+	json.Unmarshal(post("/v1/jobs", `{"interactive":true,"command":"python3 -c 'while True: print(input()[::-1])'"}`), &st)
+	// The first answer waits for Python to start; it is not a turn.
+	if raw := post("/v1/jobs/"+st.ID+"/stdin?yield=30", "warm\n"); !strings.Contains(string(raw), "mraw") {
+		b.Fatalf("warm-up answer %s", raw)
+	}
+	var lat []time.Duration
+	for b.Loop() {
+		start := time.Now()
+		var out supervisor.JobOutput
+		if err := json.Unmarshal(post("/v1/jobs/"+st.ID+"/stdin?yield=5", "corral\n"), &out); err != nil || out.Data != "larroc\n" {
+			b.Fatalf("answer %q: %v", out.Data, err)
+		}
+		lat = append(lat, time.Since(start))
+	}
+	sup.KillJob(st.ID)
+	slices.Sort(lat)
+	p50, p99 := lat[len(lat)/2], lat[len(lat)*99/100]
+	b.ReportMetric(float64(p50.Microseconds()), "p50-µs")
+	b.ReportMetric(float64(p99.Microseconds()), "p99-µs")
+	b.ReportMetric(float64((p50 - supervisor.InputPause).Microseconds()), "over-pause-µs")
 }
