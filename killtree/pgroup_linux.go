@@ -1,6 +1,7 @@
 package killtree
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -174,8 +175,11 @@ func inCgroup(pid int, leaf string) bool {
 
 // scanTree runs one pass over the processes that can belong to the tree (see
 // scanDescendants) and returns the tree's.
-func (t *Tree) scanTree() ([]proc, error) {
-	ps, err := scanDescendants(t.m.plat.own, t.pid, t.leaderExited())
+func (t *Tree) scanTree() ([]proc, error) { return t.scanTreeCtx(context.Background()) }
+
+// scanTreeCtx is scanTree ending with ctx (see scanDescendants).
+func (t *Tree) scanTreeCtx(ctx context.Context) ([]proc, error) {
+	ps, err := scanDescendants(ctx, t.m.plat.own, t.pid, t.leaderExited())
 	if err != nil {
 		return nil, fmt.Errorf("killtree: scan /proc: %w", err)
 	}
@@ -200,15 +204,15 @@ func (t *Tree) live(ps []proc) []int {
 // starves a walk of /proc (research notes §2.3, E2: single scans took 4–10 s
 // under a 1,000-process bomb); processes that left the cgroup are found by
 // Kill's sweep and reported as escapees. On pgroup it is the descendants the
-// baseline attributes to the tree.
-func (t *Tree) members() ([]int, error) {
+// baseline attributes to the tree, from a scan that ends with ctx.
+func (t *Tree) members(ctx context.Context) ([]int, error) {
 	exited := t.leaderExited() // before any listing: a live leader can still fork
 	cp, err := t.c.procs()
 	if err != nil {
 		return nil, err
 	}
 	if t.tier == TierPgroup {
-		ps, err := t.scanTree()
+		ps, err := t.scanTreeCtx(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -231,7 +235,7 @@ func (t *Tree) members() ([]int, error) {
 			// anything left it or is left to reap; if not, the tree is
 			// gone and Kill has nothing to do. Escapees stay Kill's to
 			// find and count, as they are not counted here.
-			if ps, err := t.scanTree(); err == nil && len(t.live(ps)) == 0 && !t.reapable(ps) {
+			if ps, err := t.scanTreeCtx(ctx); err == nil && len(t.live(ps)) == 0 && !t.reapable(ps) {
 				t.markGone()
 			}
 		}
@@ -246,14 +250,68 @@ func (t *Tree) markGone() {
 	t.mu.Unlock()
 }
 
+// stop keeps the tree from growing and lists its live members (see
+// Tree.Stop). On pgroup the group stop comes first: the members of the
+// leader's group then stand still, and one scan finds them all; a member
+// outside that group (setsid, setpgid) may have forked before its own
+// SIGSTOP, so finding one sends the scan round again.
+func (t *Tree) stop() ([]int, error) {
+	if t.tier != TierPgroup {
+		return t.members(context.Background())
+	}
+	groupStopped := t.signalGroup(unix.SIGSTOP) == nil // ESRCH: an empty group
+	stopped := map[int]bool{}
+	for round := 0; ; round++ {
+		ps, err := t.scanTree()
+		if err != nil {
+			return nil, err
+		}
+		if t.stopFresh(ps, stopped, groupStopped) == 0 || round == maxStopRounds {
+			return t.liveMembers(t.live(ps)), nil
+		}
+		time.Sleep(time.Millisecond) // lets a stopping process reach its stop; not synchronisation
+	}
+}
+
+// maxStopRounds bounds the scans that look for members forked by a member
+// found running (a setsid bomb outgrows every round; Kill ends it anyway).
+const maxStopRounds = 8
+
+// stopFresh SIGSTOPs every live process of ps not in stopped, records it
+// there, and returns how many processes may have forked since the scan, so
+// that another scan is due: every process it just stopped and every one
+// stopped earlier that has not reached its stop yet (a SIGSTOP sent to one
+// process while it forks stops the parent only, after the child exists),
+// except, when the leader's group was stopped before the scan, the members
+// of that group (a group signal is atomic against fork, kernel/fork.c
+// copy_process).
+func (t *Tree) stopFresh(ps []proc, stopped map[int]bool, groupStopped bool) int {
+	fresh := 0
+	for _, p := range ps {
+		if p.zombie() {
+			continue
+		}
+		if !stopped[p.pid] {
+			stopped[p.pid] = true
+			_ = unix.Kill(p.pid, unix.SIGSTOP) // ESRCH: it died meanwhile
+		} else if p.state == 'T' || p.state == 't' {
+			continue
+		}
+		if !groupStopped || p.pgid != t.pid {
+			fresh++
+		}
+	}
+	return fresh
+}
+
 func (t *Tree) terminate() (int, error) {
-	// Frozen, the members cannot fork between the listing and the signal,
-	// and a bomb stops burning the CPU this needs; the signals are delivered
-	// at the thaw.
+	// Frozen or stopped, the members cannot fork between the listing and
+	// the signal, and a bomb stops burning the CPU this needs; the signals
+	// are delivered at the thaw or the SIGCONT below.
 	if err := t.c.pause(true); err == nil {
 		defer t.c.pause(false) // a failed thaw leaves Kill to end the tree
 	}
-	pids, err := t.members()
+	pids, err := t.stop()
 	if err != nil {
 		return 0, err
 	}
@@ -295,14 +353,14 @@ func (t *Tree) kill(deadline time.Time) (Report, error) {
 	// 2. The group kill. SIGSTOP first: it is atomic against fork like
 	// SIGKILL (research §2.1), so the sweep below scans a group that stands
 	// still and can count it.
-	_ = t.signalGroup(unix.SIGSTOP) // ESRCH: empty group
+	groupStopped := t.signalGroup(unix.SIGSTOP) == nil // ESRCH: empty group
 	// 3. Wait for the containment to empty (no-op for pgroup, and when the
 	// containment listed no one).
 	if cerr == nil && len(pids) > 0 {
 		cerr = t.waitContainment(deadline)
 	}
 	// 4. Sweeps until no live process and no reapable zombie is left.
-	esc, err := t.sweep(deadline, killed)
+	esc, err := t.sweep(deadline, killed, groupStopped)
 	rep.Escapees = esc
 	rep.Processes = len(killed)
 	if wasExited {
@@ -334,10 +392,12 @@ func (t *Tree) waitContainment(deadline time.Time) error {
 }
 
 // sweep is the baseline: per round one /proc pass; new live members are
-// stopped and the pass repeated (so children forked meanwhile are seen), then
-// every live member is SIGKILLed; attributable zombies are reaped. It returns
-// how many processes outside the tier's scope it killed.
-func (t *Tree) sweep(deadline time.Time, killed map[int]bool) (int, error) {
+// stopped and the pass repeated (so children forked meanwhile are seen; not
+// for members of the leader's group when groupStopped says that group was
+// stopped before the pass), then every live member is SIGKILLed;
+// attributable zombies are reaped. It returns how many processes outside
+// the tier's scope it killed.
+func (t *Tree) sweep(deadline time.Time, killed map[int]bool, groupStopped bool) (int, error) {
 	stopped := map[int]bool{}
 	escapees := 0
 	stopRounds := 0
@@ -359,15 +419,7 @@ func (t *Tree) sweep(deadline time.Time, killed map[int]bool) (int, error) {
 			time.Sleep(backoff) // a zombie not yet waitable; not synchronisation
 			continue
 		}
-		fresh := false
-		for _, p := range live {
-			if !stopped[p] {
-				stopped[p] = true
-				fresh = true
-				_ = unix.Kill(p, unix.SIGSTOP) // ESRCH: it died meanwhile
-			}
-		}
-		if fresh && stopRounds < 8 {
+		if t.stopFresh(ps, stopped, groupStopped) > 0 && stopRounds < maxStopRounds {
 			stopRounds++
 			continue
 		}

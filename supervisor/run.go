@@ -150,12 +150,14 @@ func (p *proc) supervise(ctx context.Context) ending {
 		err := p.tree.WaitEmpty(sctx)
 		cancel()
 		if err != nil {
-			n, _ := p.tree.Members()
+			n, _ := p.tree.Stop()
 			p.kill.Lingering = n
 		}
 	}
 	if end != endExited || p.kill.Lingering > 0 {
-		p.kill.Processes, _ = p.tree.Members()
+		// Growth stops before the count (Stop): a walk of a fork bomb
+		// that still forks takes seconds and makes the Result late.
+		p.kill.Processes, _ = p.tree.Stop()
 		p.log.Debug().Int("members", p.kill.Processes).Int("lingering", p.kill.Lingering).Msg("way down")
 		p.graceful()
 	}
@@ -198,12 +200,14 @@ func (p *proc) graceful() {
 	if p.s.grace <= 0 {
 		return
 	}
+	// The grace counts from here: Terminate's scan of a large tree is part
+	// of it, not added to it.
+	gctx, cancel := context.WithTimeout(context.Background(), p.s.grace)
+	defer cancel()
 	if n, err := p.tree.Terminate(); err != nil || n == 0 {
 		return
 	}
 	p.sent = "SIGTERM"
-	gctx, cancel := context.WithTimeout(context.Background(), p.s.grace)
-	defer cancel()
 	err := p.tree.WaitEmpty(gctx)
 	p.log.Debug().Bool("emptied", err == nil).Msg("grace over")
 }
