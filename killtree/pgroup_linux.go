@@ -273,6 +273,10 @@ func (t *Tree) stop() ([]int, error) {
 	}
 }
 
+// nestedAfter is how long members may outlive the sweep's SIGKILL before
+// it runs the stale sweep for them (see Tree.sweep).
+const nestedAfter = 100 * time.Millisecond
+
 // maxStopRounds bounds the scans that look for members forked by a member
 // found running (a setsid bomb outgrows every round; Kill ends it anyway).
 const maxStopRounds = 8
@@ -370,12 +374,19 @@ func (t *Tree) kill(deadline time.Time) (Report, error) {
 	return rep, errors.Join(cerr, err)
 }
 
+// waitContainment waits for the containment to empty, killing it again
+// every 2 s. Members still there after nestedAfter may be frozen in the v1
+// freezer of a corral that died with the tree (its own kill froze them and
+// was cut short), where no SIGKILL reaches them: the stale sweep runs once
+// then, whose kill thaws them.
 func (t *Tree) waitContainment(deadline time.Time) error {
-	for {
-		until := time.Now().Add(2 * time.Second)
+	wait := nestedAfter
+	for round := 0; ; round++ {
+		until := time.Now().Add(wait)
 		if deadline.Before(until) {
 			until = deadline
 		}
+		wait = 2 * time.Second
 		ctx, cancel := contextUntil(until)
 		err := t.c.waitEmpty(ctx)
 		cancel()
@@ -384,6 +395,10 @@ func (t *Tree) waitContainment(deadline time.Time) error {
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("killtree: containment of %d: %w", t.pid, ErrNotEmpty)
+		}
+		if round == 0 {
+			_ = t.sweepDeadInstances() // marks what it kills of ours for reaping
+			continue
 		}
 		if _, err := t.c.kill(); err != nil { // kill again: something survived 2 s
 			return err
@@ -402,6 +417,23 @@ func (t *Tree) sweep(deadline time.Time, killed map[int]bool, groupStopped bool)
 	escapees := 0
 	stopRounds := 0
 	backoff := 200 * time.Microsecond
+	var firstKill time.Time
+	nestedDone := false
+	// nested runs the stale sweep once something was killed (see
+	// sweepDeadInstances): the containments of a corral instance that
+	// died with this tree die with it. Their processes left this tree's
+	// containment: they count as escapees, and the next rounds reap them.
+	nested := func() bool {
+		nestedDone = true
+		found := t.sweepDeadInstances()
+		for _, p := range found {
+			if !killed[p] {
+				killed[p] = true
+				escapees++
+			}
+		}
+		return len(found) > 0
+	}
 	for {
 		ps, err := t.scanTree()
 		if err != nil {
@@ -410,6 +442,10 @@ func (t *Tree) sweep(deadline time.Time, killed map[int]bool, groupStopped bool)
 		reaped := t.reapZombies(ps)
 		live := t.live(ps)
 		if len(live) == 0 && reaped == 0 {
+			// A tree that ended alone (nothing killed) costs no more.
+			if !nestedDone && len(killed) > 0 && nested() {
+				continue
+			}
 			return escapees, nil
 		}
 		if len(live) == 0 && reaped < 0 {
@@ -439,6 +475,14 @@ func (t *Tree) sweep(deadline time.Time, killed map[int]bool, groupStopped bool)
 		}
 		if time.Now().After(deadline) {
 			return escapees, fmt.Errorf("killtree: %d processes of %d still alive: %w", len(live), t.pid, ErrNotEmpty)
+		}
+		if firstKill.IsZero() {
+			firstKill = time.Now()
+		} else if !nestedDone && time.Since(firstKill) > nestedAfter {
+			// Members outlive SIGKILL: one may be frozen in the
+			// freezer of a corral that died with the tree, which
+			// only its containment's kill (freeze, kill, thaw) ends.
+			nested()
 		}
 		if len(live) > 0 {
 			time.Sleep(backoff) // let SIGKILL land before the next pass; not synchronisation
