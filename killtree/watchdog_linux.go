@@ -190,6 +190,33 @@ func killStaleLeaf(dir string) []int {
 	return found
 }
 
+// reapStale reaps those of pids (found by sweepStale, killed) that are
+// zombie children of this process and owned by no tree or watchdog here:
+// processes of a dead instance reparented to this subreaper. It waits for
+// each at most a second.
+func reapStale(pids []int) {
+	buf := make([]byte, 1024)
+	deadline := time.Now().Add(time.Second)
+	for _, pid := range pids {
+		for {
+			p, ok := readStat(pid, buf)
+			if !ok || p.ppid != selfPid || ownedElsewhere(pid) {
+				break
+			}
+			if p.zombie() { // a zombie's PID cannot have been reused
+				var ws unix.WaitStatus
+				if got, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil); got == pid || (err != nil && !errors.Is(err, unix.EINTR)) {
+					break // reaped, or not ours to reap (ECHILD)
+				}
+			}
+			if time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(time.Millisecond) // a killed process on its way out; not synchronisation
+		}
+	}
+}
+
 // sweepDeadInstances runs the stale sweep from a tree's way down, so that
 // the containments of a corral instance that died with this tree (a corral
 // run inside the command) die with it too: an outer cgroup.kill ends the
