@@ -387,7 +387,9 @@ func (t *Tree) kill(deadline time.Time) (Report, error) {
 	// 2. The group kill. SIGSTOP first: it is atomic against fork like
 	// SIGKILL (research §2.1), so the sweep below scans a group that stands
 	// still and can count it.
-	groupStopped := t.signalGroup(unix.SIGSTOP) == nil // ESRCH: empty group
+	// With a reaper the group holds the reaper, which must go on reaping
+	// while the sweep runs: its members are stopped and scanned one by one.
+	groupStopped := t.signalGroup(unix.SIGSTOP) == nil && !t.hasReaper() // ESRCH: empty group
 	// 3. Wait for the containment to empty (no-op for pgroup, and when the
 	// containment listed no one).
 	if cerr == nil && len(pids) > 0 {
