@@ -125,7 +125,9 @@ func TestWaitEmptyBounded(t *testing.T) {
 		if err == nil {
 			t.Fatal("WaitEmpty: nil on a live tree")
 		}
-		if took > 400*time.Millisecond {
+		// Unbounded, one scan of this tree under load took seconds; the
+		// bound leaves room for a loaded machine's scheduling.
+		if took > 1500*time.Millisecond {
 			t.Errorf("WaitEmpty with a 100 ms context took %v", took)
 		}
 	}
