@@ -187,3 +187,42 @@ func waitGone(t *testing.T, dirs []string, within time.Duration) {
 		}
 	}
 }
+
+// TestRunningManagerSweeps: a Manager that was running when a sibling
+// instance died without its watchdog ends that instance's command and
+// removes its cgroups from Start within staleEvery (shortened here), not
+// only at the next New (issue 12, item 5).
+func TestRunningManagerSweeps(t *testing.T) {
+	safety := proctest.Safe(t, safetyPids)
+	if !tierWorks(safety.Name(), TierCgroup2) {
+		t.Skip("tier cgroup2 does not work here")
+	}
+	defer func(d time.Duration) { staleEvery = d }(staleEvery)
+	staleEvery = 100 * time.Millisecond
+	m, err := New(Config{Tier: TierCgroup2, CgroupParent: safety.Name()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	entry, marker := proctest.Marker(t)
+	sup, _ := startHangingSupervisor(t, safety, "hang-nowatchdog", TierCgroup2, entry, crashScript(), "4")
+	if err := sup.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = sup.Wait() // killed by the test
+	defer reapOrphans(t, 0)
+	leaves := instanceLeaves(safety.Name())
+	if len(leaves) == 0 {
+		t.Fatal("control: no stale leaf left behind")
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for len(proctest.Survivors(marker)) > 0 && time.Now().Before(deadline) {
+		if err := spawnTrue(m, trueBinary()); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond) // one Start every 50 ms, as a server would
+	}
+	proctest.NoSurvivors(t, marker, 0)
+	settle(m)
+	waitGone(t, leaves, time.Second)
+}

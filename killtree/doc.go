@@ -53,6 +53,19 @@
 //     tests), and the next New kills and removes the
 //     containments of dead instances; on Windows the job's kill-on-close
 //     does it.
+//   - A corral run inside a command (a nested corral) dies with that
+//     command's tree, and so do its containments: an outer cgroup kill ends
+//     the inner corral and its watchdog at once while the inner command
+//     lives in a cgroup of its own, so every Kill that killed something
+//     runs the stale sweep (instances whose owner is dead or a zombie),
+//     and counts and reaps what it kills there that was reparented to this
+//     process. A running Manager also runs that sweep in the background at
+//     most every staleEvery, from Start, so a dead instance's
+//     containments are ended even when this process kills nothing.
+//   - The way down counts a pgroup tree only once it stopped growing
+//     (Tree.Stop: SIGSTOP to the group first), and WaitEmpty's scans end
+//     with its context, so a fork bomb does not delay the Result by the
+//     time a walk of it takes.
 //   - A forced tier (Config.Tier, or CORRAL_CONTAINMENT) that does not work
 //     here is an error wrapping ErrUnavailable that names the reason; there
 //     is no silent fallback. Doctor reports every tier and why.

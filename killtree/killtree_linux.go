@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"strconv"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -55,7 +57,17 @@ type platform struct {
 	prep     *preparer // the cgroup tiers' next containment; nil on pgroup
 	own      *kernelFD // this process's children list; nil without CONFIG_PROC_CHILDREN
 	homes    *homes    // the cgroup tiers' thread-trick homes; nil on pgroup
+
+	lastStale atomic.Int64   // UnixNano of the last stale sweep
+	staleMu   sync.Mutex     // guards staleDone and the Add of staleWG
+	staleDone bool           // close has begun: no more background sweeps
+	staleWG   sync.WaitGroup // the background stale sweep, waited by close
 }
+
+// staleEvery is how often at most a running Manager's Start looks for the
+// containments of dead instances (see sweepStaleSoon); a variable for the
+// tests.
+var staleEvery = 5 * time.Second
 
 func newPlatform(cfg Config, tier Tier) (*platform, error) {
 	if err := becomeSubreaper(); err != nil {
@@ -63,6 +75,7 @@ func newPlatform(cfg Config, tier Tier) (*platform, error) {
 	}
 	p := &platform{cfg: cfg, tier: tier, instance: instance(), mnt: findMounts(), own: openOwnChildren()}
 	sweepStale(p.mnt, cfg.CgroupParent)
+	p.lastStale.Store(time.Now().UnixNano())
 	if !noWatchdog {
 		wd, err := startWatchdog(p.instance, p.mnt.instanceDirs(cfg.CgroupParent, p.instance))
 		if err != nil {
@@ -95,6 +108,7 @@ func (p *platform) newContainment(id string) (containment, error) {
 // start starts cmd in a fresh containment: the one prepared in the
 // background on the cgroup tiers if it is ready, else one made now.
 func (p *platform) start(cmd *exec.Cmd, name func(id string)) (containment, error) {
+	p.sweepStaleSoon()
 	if p.prep == nil {
 		return startFresh(p.newContainment, cmd, name)
 	}
@@ -103,6 +117,30 @@ func (p *platform) start(cmd *exec.Cmd, name func(id string)) (containment, erro
 		return startIn(sp.c, sp.id, cmd, name)
 	}
 	return startFresh(p.newContainment, cmd, name)
+}
+
+// sweepStaleSoon starts the stale sweep in the background when the last one
+// is staleEvery old: a server whose commands all end by themselves still
+// ends the containments of a sibling instance that died with its watchdog
+// (a nested corral killed by an outer cgroup kill, an OOM kill of both)
+// within that time, not only at the next New. What it kills that was
+// reparented to this process is reaped. The cost on Start is a clock read.
+func (p *platform) sweepStaleSoon() {
+	now := time.Now().UnixNano()
+	last := p.lastStale.Load()
+	if now-last < int64(staleEvery) || !p.lastStale.CompareAndSwap(last, now) {
+		return
+	}
+	p.staleMu.Lock()
+	defer p.staleMu.Unlock()
+	if p.staleDone {
+		return
+	}
+	p.staleWG.Add(1)
+	go func() {
+		defer p.staleWG.Done()
+		reapStale(sweepStale(p.mnt, p.cfg.CgroupParent))
+	}()
 }
 
 // destroy removes a closed tree's containment: in the background when a
@@ -119,6 +157,10 @@ func (p *platform) destroy(c containment, empty bool) error {
 // close stops the preparer and the watchdog, and removes this instance's
 // directories when no other Manager of this process still uses them.
 func (p *platform) close() error {
+	p.staleMu.Lock()
+	p.staleDone = true
+	p.staleMu.Unlock()
+	p.staleWG.Wait()
 	var err error
 	if p.prep != nil {
 		err = p.prep.close()

@@ -3,6 +3,7 @@
 package killtree
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -146,12 +147,25 @@ func (t *Tree) treeProcs() ([]int, error) {
 	return out, nil
 }
 
-func (t *Tree) members() ([]int, error) {
+// members lists the tree's live processes; one listing, which ctx does not
+// interrupt.
+func (t *Tree) members(ctx context.Context) ([]int, error) {
 	pids, err := t.treeProcs()
 	if err != nil {
 		return nil, err
 	}
 	return t.liveMembers(pids), nil
+}
+
+// stop SIGSTOPs the leader's group (atomic against fork), then lists the
+// members and stops each of them (see Tree.Stop).
+func (t *Tree) stop() ([]int, error) {
+	_ = t.signalGroup(unix.SIGSTOP) // ESRCH: empty group
+	pids, err := t.members(context.Background())
+	for _, p := range pids {
+		_ = unix.Kill(p, unix.SIGSTOP) // ESRCH: gone meanwhile
+	}
+	return pids, err
 }
 
 func (t *Tree) signalGroup(sig unix.Signal) error {
@@ -161,7 +175,7 @@ func (t *Tree) signalGroup(sig unix.Signal) error {
 }
 
 func (t *Tree) terminate() (int, error) {
-	pids, err := t.members()
+	pids, err := t.stop()
 	if err != nil {
 		return 0, err
 	}
@@ -183,7 +197,7 @@ func (t *Tree) kill(deadline time.Time) (Report, error) {
 	_ = t.signalGroup(unix.SIGSTOP) // ESRCH: empty group
 	stopped := map[int]bool{}
 	for round := 0; ; round++ {
-		pids, err := t.members()
+		pids, err := t.members(context.Background())
 		if err != nil {
 			return rep, err
 		}

@@ -152,7 +152,11 @@ func (t *Tree) watchExit(h windows.Handle, stop chan struct{}) {
 	}
 }
 
-func (t *Tree) members() ([]int, error) {
+// stop only lists the members: a job has no stop that terminate or kill
+// would undo, and its list is one call a bomb cannot starve.
+func (t *Tree) stop() ([]int, error) { return t.members(context.Background()) }
+
+func (t *Tree) members(ctx context.Context) ([]int, error) {
 	pids, err := t.c.procs()
 	if err != nil {
 		return nil, err

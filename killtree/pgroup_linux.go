@@ -1,6 +1,7 @@
 package killtree
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -196,8 +197,11 @@ func inCgroup(pid int, leaf string) bool {
 
 // scanTree runs one pass over the processes that can belong to the tree (see
 // scanDescendants) and returns the tree's.
-func (t *Tree) scanTree() ([]proc, error) {
-	ps, err := scanDescendants(t.m.plat.own, t.pid, t.rootGone())
+func (t *Tree) scanTree() ([]proc, error) { return t.scanTreeCtx(context.Background()) }
+
+// scanTreeCtx is scanTree ending with ctx (see scanDescendants).
+func (t *Tree) scanTreeCtx(ctx context.Context) ([]proc, error) {
+	ps, err := scanDescendants(ctx, t.m.plat.own, t.pid, t.rootGone())
 	if err != nil {
 		return nil, fmt.Errorf("killtree: scan /proc: %w", err)
 	}
@@ -222,8 +226,8 @@ func (t *Tree) live(ps []proc) []int {
 // starves a walk of /proc (research notes §2.3, E2: single scans took 4–10 s
 // under a 1,000-process bomb); processes that left the cgroup are found by
 // Kill's sweep and reported as escapees. On pgroup it is the descendants the
-// baseline attributes to the tree.
-func (t *Tree) members() ([]int, error) {
+// baseline attributes to the tree, from a scan that ends with ctx.
+func (t *Tree) members(ctx context.Context) ([]int, error) {
 	t.awaitReaper()
 	exited := t.rootGone() // before any listing: a live leader can still fork
 	cp, err := t.c.procs()
@@ -231,7 +235,7 @@ func (t *Tree) members() ([]int, error) {
 		return nil, err
 	}
 	if t.tier == TierPgroup {
-		ps, err := t.scanTree()
+		ps, err := t.scanTreeCtx(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -254,7 +258,7 @@ func (t *Tree) members() ([]int, error) {
 			// anything left it or is left to reap; if not, the tree is
 			// gone and Kill has nothing to do. Escapees stay Kill's to
 			// find and count, as they are not counted here.
-			if ps, err := t.scanTree(); err == nil && len(t.live(ps)) == 0 && !t.reapable(ps) {
+			if ps, err := t.scanTreeCtx(ctx); err == nil && len(t.live(ps)) == 0 && !t.reapable(ps) {
 				t.markGone()
 			}
 		}
@@ -269,14 +273,72 @@ func (t *Tree) markGone() {
 	t.mu.Unlock()
 }
 
+// stop keeps the tree from growing and lists its live members (see
+// Tree.Stop). On pgroup the group stop comes first: the members of the
+// leader's group then stand still, and one scan finds them all; a member
+// outside that group (setsid, setpgid) may have forked before its own
+// SIGSTOP, so finding one sends the scan round again.
+func (t *Tree) stop() ([]int, error) {
+	if t.tier != TierPgroup {
+		return t.members(context.Background())
+	}
+	groupStopped := t.signalGroup(unix.SIGSTOP) == nil // ESRCH: an empty group
+	stopped := map[int]bool{}
+	for round := 0; ; round++ {
+		ps, err := t.scanTree()
+		if err != nil {
+			return nil, err
+		}
+		if t.stopFresh(ps, stopped, groupStopped) == 0 || round == maxStopRounds {
+			return t.liveMembers(t.live(ps)), nil
+		}
+		time.Sleep(time.Millisecond) // lets a stopping process reach its stop; not synchronisation
+	}
+}
+
+// nestedAfter is how long members may outlive the sweep's SIGKILL before
+// it runs the stale sweep for them (see Tree.sweep).
+const nestedAfter = 100 * time.Millisecond
+
+// maxStopRounds bounds the scans that look for members forked by a member
+// found running (a setsid bomb outgrows every round; Kill ends it anyway).
+const maxStopRounds = 8
+
+// stopFresh SIGSTOPs every live process of ps not in stopped, records it
+// there, and returns how many processes may have forked since the scan, so
+// that another scan is due: every process it just stopped and every one
+// stopped earlier that has not reached its stop yet (a SIGSTOP sent to one
+// process while it forks stops the parent only, after the child exists),
+// except, when the leader's group was stopped before the scan, the members
+// of that group (a group signal is atomic against fork, kernel/fork.c
+// copy_process).
+func (t *Tree) stopFresh(ps []proc, stopped map[int]bool, groupStopped bool) int {
+	fresh := 0
+	for _, p := range ps {
+		if p.zombie() {
+			continue
+		}
+		if !stopped[p.pid] {
+			stopped[p.pid] = true
+			_ = unix.Kill(p.pid, unix.SIGSTOP) // ESRCH: it died meanwhile
+		} else if p.state == 'T' || p.state == 't' {
+			continue
+		}
+		if !groupStopped || p.pgid != t.pid {
+			fresh++
+		}
+	}
+	return fresh
+}
+
 func (t *Tree) terminate() (int, error) {
-	// Frozen, the members cannot fork between the listing and the signal,
-	// and a bomb stops burning the CPU this needs; the signals are delivered
-	// at the thaw.
+	// Frozen or stopped, the members cannot fork between the listing and
+	// the signal, and a bomb stops burning the CPU this needs; the signals
+	// are delivered at the thaw or the SIGCONT below.
 	if err := t.c.pause(true); err == nil {
 		defer t.c.pause(false) // a failed thaw leaves Kill to end the tree
 	}
-	pids, err := t.members()
+	pids, err := t.stop()
 	if err != nil {
 		return 0, err
 	}
@@ -325,14 +387,16 @@ func (t *Tree) kill(deadline time.Time) (Report, error) {
 	// 2. The group kill. SIGSTOP first: it is atomic against fork like
 	// SIGKILL (research §2.1), so the sweep below scans a group that stands
 	// still and can count it.
-	_ = t.signalGroup(unix.SIGSTOP) // ESRCH: empty group
+	// With a reaper the group holds the reaper, which must go on reaping
+	// while the sweep runs: its members are stopped and scanned one by one.
+	groupStopped := t.signalGroup(unix.SIGSTOP) == nil && !t.hasReaper() // ESRCH: empty group
 	// 3. Wait for the containment to empty (no-op for pgroup, and when the
 	// containment listed no one).
 	if cerr == nil && len(pids) > 0 {
 		cerr = t.waitContainment(deadline)
 	}
 	// 4. Sweeps until no live process and no reapable zombie is left.
-	esc, live, err := t.sweep(deadline, killed)
+	esc, live, err := t.sweep(deadline, killed, groupStopped)
 	rep.Escapees = esc
 	rep.Processes = len(killed)
 	if wasExited || t.hasReaper() { // the reaper is ours, not the command's
@@ -375,8 +439,13 @@ func (t *Tree) stopUnderReaper() {
 // member still there after a short wait outlived its SIGKILL: frozen (its
 // cgroup is thawed where the tree may, see thawFrozen) or held in the kernel.
 // It is killed again, with waits doubling up to a second, until deadline.
+//
+// Members still there after nestedAfter may be frozen in the v1 freezer of
+// a corral that died with the tree (its own kill froze them and was cut
+// short): the stale sweep runs once then, whose kill thaws them.
 func (t *Tree) waitContainment(deadline time.Time) error {
 	step := 100 * time.Millisecond
+	start, swept := time.Now(), false
 	for {
 		ctx, cancel := contextUntil(earliest(time.Now().Add(step), deadline))
 		err := t.c.waitEmpty(ctx)
@@ -386,6 +455,10 @@ func (t *Tree) waitContainment(deadline time.Time) error {
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("killtree: containment of %d: %w", t.pid, ErrNotEmpty)
+		}
+		if !swept && time.Since(start) >= nestedAfter {
+			swept = true
+			_ = t.sweepDeadInstances() // marks what it kills of ours for reaping
 		}
 		if pids, err := t.c.procs(); err == nil {
 			t.thawFrozen(pids)
@@ -398,18 +471,36 @@ func (t *Tree) waitContainment(deadline time.Time) error {
 }
 
 // sweep is the baseline: per round one /proc pass; new live members are
-// stopped and the pass repeated (so children forked meanwhile are seen), then
-// every live member is SIGKILLed; attributable zombies are reaped. A member
-// that outlives its SIGKILL has its frozen cgroups thawed where the tree may
-// (thawFrozen). It returns how many processes outside the tier's scope it
-// killed, counting each process once over the tree's life, and, past
-// deadline, the members still alive.
-func (t *Tree) sweep(deadline time.Time, killed map[int]bool) (int, []int, error) {
+// stopped and the pass repeated (so children forked meanwhile are seen; not
+// for members of the leader's group when groupStopped says that group was
+// stopped before the pass), then every live member is SIGKILLed;
+// attributable zombies are reaped. A member that outlives its SIGKILL has
+// its frozen cgroups thawed where the tree may (thawFrozen). It returns how
+// many processes outside the tier's scope it killed, counting each process
+// once over the tree's life, and, past deadline, the members still alive.
+func (t *Tree) sweep(deadline time.Time, killed map[int]bool, groupStopped bool) (int, []int, error) {
 	stopped := map[int]bool{}
 	sigkilled := map[int]bool{}
 	escapees := 0
 	stopRounds := 0
 	backoff := 200 * time.Microsecond
+	var firstKill time.Time
+	nestedDone := false
+	// nested runs the stale sweep once something was killed (see
+	// sweepDeadInstances): the containments of a corral instance that
+	// died with this tree die with it. Their processes left this tree's
+	// containment: they count as escapees, and the next rounds reap them.
+	nested := func() bool {
+		nestedDone = true
+		found := t.sweepDeadInstances()
+		for _, p := range found {
+			if !killed[p] {
+				killed[p] = true
+				escapees++
+			}
+		}
+		return len(found) > 0
+	}
 	for {
 		ps, err := t.scanTree()
 		if err != nil {
@@ -424,6 +515,10 @@ func (t *Tree) sweep(deadline time.Time, killed map[int]bool) (int, []int, error
 			reaped = -1
 		}
 		if len(live) == 0 && reaped == 0 {
+			// A tree that ended alone (nothing killed) costs no more.
+			if !nestedDone && len(killed) > 0 && nested() {
+				continue
+			}
 			return escapees, nil, nil
 		}
 		if len(live) == 0 && reaped < 0 {
@@ -433,15 +528,7 @@ func (t *Tree) sweep(deadline time.Time, killed map[int]bool) (int, []int, error
 			time.Sleep(backoff) // a zombie not yet waitable; not synchronisation
 			continue
 		}
-		fresh := false
-		for _, p := range live {
-			if !stopped[p] {
-				stopped[p] = true
-				fresh = true
-				_ = unix.Kill(p, unix.SIGSTOP) // ESRCH: it died meanwhile
-			}
-		}
-		if fresh && stopRounds < 8 {
+		if t.stopFresh(ps, stopped, groupStopped) > 0 && stopRounds < maxStopRounds {
 			stopRounds++
 			continue
 		}
@@ -470,6 +557,14 @@ func (t *Tree) sweep(deadline time.Time, killed map[int]bool) (int, []int, error
 		}
 		if time.Now().After(deadline) {
 			return escapees, live, fmt.Errorf("killtree: %d processes of %d still alive: %w", len(live), t.pid, ErrNotEmpty)
+		}
+		if firstKill.IsZero() {
+			firstKill = time.Now()
+		} else if !nestedDone && time.Since(firstKill) > nestedAfter {
+			// Members outlive SIGKILL: one may be frozen in the
+			// freezer of a corral that died with the tree, which
+			// only its containment's kill (freeze, kill, thaw) ends.
+			nested()
 		}
 		if len(live) > 0 {
 			time.Sleep(backoff) // let SIGKILL land before the next pass; not synchronisation

@@ -2,6 +2,7 @@ package killtree
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"strconv"
 	"strings"
@@ -88,7 +89,11 @@ func openOwnChildren() *kernelFD {
 // again until nothing new appears, which is the remedy the document names.
 // This process's own list comes from own; without CONFIG_PROC_CHILDREN (own
 // is nil) it falls back to a full /proc pass.
-func scanDescendants(own *kernelFD, leader int, leaderExited bool) ([]proc, error) {
+//
+// A pass of a tree that keeps forking can take seconds (each read competes
+// with the forks for the CPU): it stops with ctx.Err() once ctx is done,
+// checked every scanCheck processes.
+func scanDescendants(ctx context.Context, own *kernelFD, leader int, leaderExited bool) ([]proc, error) {
 	if own == nil {
 		return scanProcs()
 	}
@@ -115,6 +120,9 @@ func scanDescendants(own *kernelFD, leader int, leaderExited bool) ([]proc, erro
 			continue
 		}
 		seen[pid] = true
+		if len(seen)%scanCheck == 0 && ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		if pid != leader && ownedElsewhere(pid) {
 			continue
 		}
@@ -129,6 +137,10 @@ func scanDescendants(own *kernelFD, leader int, leaderExited bool) ([]proc, erro
 	}
 	return out, nil
 }
+
+// scanCheck is how many processes a scan reads between two looks at its
+// context.
+const scanCheck = 32
 
 // childrenOf lists the children of every thread of pid (threads 1: only the
 // main thread, without listing /proc/<pid>/task).

@@ -105,7 +105,25 @@ func (t *Tree) leaderExited() bool {
 // are Kill's to find and count as escapees); on pgroup the processes the
 // baseline attributes to the tree (see doc.go).
 func (t *Tree) Members() (int, error) {
-	pids, err := t.members()
+	pids, err := t.members(context.Background())
+	return len(pids), err
+}
+
+// Stop keeps the tree from growing and returns how many live processes it
+// holds, the exited leader and zombies excluded: the count the way down
+// takes before it signals, which a walk of a fork bomb that still forks
+// would race (issue 12, item 9: 2 to 21 s). On pgroup it SIGSTOPs the
+// leader's process group (atomic against fork) before the first scan, then
+// every member it finds, and scans again only while it finds new members
+// outside that group (at most 8 rounds); those processes stay stopped until
+// Terminate (SIGTERM, then SIGCONT) or Kill. On the cgroup tiers and the job
+// tier it counts as Members does (one read of the containment's list, which
+// a bomb cannot starve; Terminate and Kill stop the containment atomically
+// themselves) and stops nothing.
+func (t *Tree) Stop() (int, error) {
+	t.killMu.Lock()
+	defer t.killMu.Unlock()
+	pids, err := t.stop()
 	return len(pids), err
 }
 
@@ -120,11 +138,13 @@ func (t *Tree) Terminate() (int, error) {
 
 // WaitEmpty returns nil once Members would return 0 (cgroup tiers: populated 0
 // on cgroup.events through inotify, then the baseline; pgroup: /proc scans
-// with a short backoff), or ctx.Err().
+// with a short backoff), or ctx.Err(), at the latest one process read after
+// ctx ends (a scan in progress stops there).
 func (t *Tree) WaitEmpty(ctx context.Context) error {
 	// Most trees are empty when asked (the shell exited alone): one look
-	// before arming the containment's wait.
-	if n, err := t.Members(); err != nil || n == 0 {
+	// before arming the containment's wait. A look ends with ctx: a walk
+	// of a tree that keeps forking can take seconds (pgroup).
+	if pids, err := t.members(ctx); err != nil || len(pids) == 0 {
 		return err
 	}
 	if err := t.c.waitEmpty(ctx); err != nil {
@@ -132,11 +152,11 @@ func (t *Tree) WaitEmpty(ctx context.Context) error {
 	}
 	backoff := time.Millisecond
 	for {
-		n, err := t.Members()
+		pids, err := t.members(ctx)
 		if err != nil {
 			return err
 		}
-		if n == 0 {
+		if len(pids) == 0 {
 			return nil
 		}
 		timer := time.NewTimer(backoff)

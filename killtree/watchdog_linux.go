@@ -144,8 +144,11 @@ var instanceRE = regexp.MustCompile(`^([0-9]+)-([0-9]+)$`)
 
 // sweepStale kills and removes the containments of instances under parent
 // whose owner is no longer alive (a crashed supervisor; research notes §8.1
-// step 7): cgroup.kill or freeze-kill-thaw on every leaf, then rmdir.
-func sweepStale(mnt *mounts, parent string) {
+// step 7): cgroup.kill or freeze-kill-thaw on every leaf, then rmdir. It
+// returns the PIDs it found in those leaves (a PID may appear once per
+// hierarchy).
+func sweepStale(mnt *mounts, parent string) []int {
+	var found []int
 	for _, root := range mnt.roots() {
 		base := filepath.Join(root, parent)
 		ents, err := os.ReadDir(base)
@@ -161,42 +164,110 @@ func sweepStale(mnt *mounts, parent string) {
 			leaves, _ := os.ReadDir(inst)
 			for _, l := range leaves {
 				if l.IsDir() {
-					killStaleLeaf(filepath.Join(inst, l.Name()))
+					found = append(found, killStaleLeaf(filepath.Join(inst, l.Name()))...)
 				}
 			}
 			_ = unix.Rmdir(inst) // EBUSY: a leaf would not die; the next sweep retries
 		}
 	}
+	return found
 }
 
+// ownerAlive reports whether the process pid runs with the given start
+// time. A zombie owner is dead: it runs no code, and when it was killed
+// together with its watchdog (a corral nested in another one's cgroup,
+// ended by that one's cgroup.kill), nothing else ends its containments.
 func ownerAlive(pid, start string) bool {
 	p, err := strconv.Atoi(pid)
 	if err != nil {
 		return false
 	}
-	return strconv.FormatUint(procStart(p), 10) == start
+	st, ok := readStat(p, make([]byte, 1024))
+	return ok && !st.zombie() && strconv.FormatUint(st.start, 10) == start
 }
 
 // killStaleLeaf kills what a stale leaf and the cgroups nested in it hold
-// (thawing those that froze themselves) and removes them, children first.
-func killStaleLeaf(dir string) {
+// (thawing those that froze themselves), removes them, children first, and
+// returns the PIDs it found there.
+func killStaleLeaf(dir string) []int {
+	var found []int
 	switch {
 	case fileExists(filepath.Join(dir, "cgroup.kill")):
+		found, _ = readPidsTree(dir)
 		_ = writeFile(filepath.Join(dir, "cgroup.kill"), "1")
 		thawNested(dir)
 		_ = pollUntilTimeout(time.Second, func() bool { return !populated(filepath.Join(dir, "cgroup.events")) })
 	case fileExists(filepath.Join(dir, "freezer.state")):
-		_, _ = (&cgroup1{freezer: dir}).kill(time.Now().Add(time.Second))
+		found, _ = (&cgroup1{freezer: dir}).kill(time.Now().Add(time.Second))
 	default: // a pids-only leaf: whatever is left escaped the other cgroups
 		_ = pollUntilTimeout(time.Second, func() bool {
 			p, _ := readPidsTree(dir)
 			for _, pid := range p {
 				_ = unix.Kill(pid, unix.SIGKILL) // ESRCH: gone meanwhile
 			}
+			found = append(found, p...)
 			return len(p) == 0
 		})
 	}
 	_ = rmTree(dir)
+	return found
+}
+
+// reapStale reaps those of pids (found by sweepStale, killed) that are
+// zombie children of this process and owned by no tree or watchdog here:
+// processes of a dead instance reparented to this subreaper. It waits for
+// each at most a second.
+func reapStale(pids []int) {
+	buf := make([]byte, 1024)
+	deadline := time.Now().Add(time.Second)
+	for _, pid := range pids {
+		for {
+			p, ok := readStat(pid, buf)
+			if !ok || p.ppid != selfPid || ownedElsewhere(pid) {
+				break
+			}
+			if p.zombie() { // a zombie's PID cannot have been reused
+				var ws unix.WaitStatus
+				if got, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil); got == pid || (err != nil && !errors.Is(err, unix.EINTR)) {
+					break // reaped, or not ours to reap (ECHILD)
+				}
+			}
+			if time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(time.Millisecond) // a killed process on its way out; not synchronisation
+		}
+	}
+}
+
+// sweepDeadInstances runs the stale sweep from a tree's way down, so that
+// the containments of a corral instance that died with this tree (a corral
+// run inside the command) die with it too: an outer cgroup.kill ends the
+// inner corral and its watchdog at once, while the inner command lives in a
+// cgroup of its own, outside the outer containment, and would otherwise
+// live until the next New anywhere. The processes it killed that were
+// reparented to this process (their corral was a descendant of ours) are
+// the tree's: they are marked for reaping and returned; what it killed of
+// other dead instances is not counted.
+func (t *Tree) sweepDeadInstances() []int {
+	var ours []int
+	buf := make([]byte, 1024)
+	seen := map[int]bool{}
+	for _, pid := range sweepStale(t.m.plat.mnt, t.m.plat.cfg.CgroupParent) {
+		if seen[pid] {
+			continue
+		}
+		seen[pid] = true
+		if p, ok := readStat(pid, buf); ok && p.ppid == selfPid && !ownedElsewhere(pid) {
+			ours = append(ours, pid)
+		}
+	}
+	t.mu.Lock()
+	for _, pid := range ours {
+		t.st.dead[pid] = true
+	}
+	t.mu.Unlock()
+	return ours
 }
 
 func fileExists(p string) bool {

@@ -195,12 +195,14 @@ func (p *proc) supervise(ctx context.Context) ending {
 		err := p.tree.WaitEmpty(sctx)
 		cancel()
 		if err != nil {
-			n, _ := p.tree.Members()
+			n, _ := p.tree.Stop()
 			p.kill.Lingering = n
 		}
 	}
 	if end != endExited || p.kill.Lingering > 0 {
-		p.kill.Processes, _ = p.tree.Members()
+		// Growth stops before the count (Stop): a walk of a fork bomb
+		// that still forks takes seconds and makes the Result late.
+		p.kill.Processes, _ = p.tree.Stop()
 		p.log.Debug().Int("members", p.kill.Processes).Int("lingering", p.kill.Lingering).Msg("way down")
 		if end != endAborted || !errors.Is(context.Cause(ctx), ErrClientGone) {
 			p.graceful(ctx)
@@ -258,15 +260,17 @@ func (p *proc) graceful(ctx context.Context) {
 	if p.s.grace <= 0 {
 		return
 	}
+	if ctx.Err() != nil {
+		ctx = context.Background() // an abort: the grace is the abort's own
+	}
+	// The grace counts from here: Terminate's scan of a large tree is part
+	// of it, not added to it. A cancel during it ends it.
+	gctx, cancel := context.WithTimeout(ctx, p.s.grace)
+	defer cancel()
 	if n, err := p.tree.Terminate(); err != nil || n == 0 {
 		return
 	}
 	p.sent = "SIGTERM"
-	if ctx.Err() != nil {
-		ctx = context.Background() // an abort: the grace is the abort's own
-	}
-	gctx, cancel := context.WithTimeout(ctx, p.s.grace)
-	defer cancel()
 	err := p.tree.WaitEmpty(gctx)
 	p.log.Debug().Bool("emptied", err == nil).Msg("grace over")
 }
