@@ -252,16 +252,18 @@ func BenchmarkBombLateness(b *testing.B) {
 	safety := proctest.Safe(b, bombSafetyPids)
 	for _, c := range []struct {
 		name    string
+		depth   int
 		abortAt int
 	}{
-		{"timeout-2s", 0},       // the bomb as large as it grew in 2 s
-		{"abort-at-2000", 2000}, // the deadline once the safety cgroup counts 2,000 tasks
+		{"timeout-2s", 9, 0},                // the bomb as large as it grew in 2 s
+		{"abort-at-2000", 9, 2000},          // the deadline once the safety cgroup counts 2,000 tasks: the bomb (2,047 at most) is nearly done
+		{"growing-abort-at-2000", 10, 2000}, // the same deadline in a bomb of 4,095 at most: still forking at full speed
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			var lates []time.Duration
 			var killed []int
 			for b.Loop() {
-				late, n := runLateBomb(b, safety, 0, 9, c.abortAt, false)
+				late, n := runLateBomb(b, safety, 0, c.depth, c.abortAt, false)
 				lates = append(lates, late)
 				killed = append(killed, n)
 			}
