@@ -250,7 +250,7 @@ func (t *Tree) survivors() []Process {
 	if len(left) == 0 {
 		return nil
 	}
-	now, _ := t.members()
+	now, _ := t.members(context.Background())
 	var out []Process
 	for _, p := range left {
 		if slices.Contains(now, p) {
