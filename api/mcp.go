@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"reflect"
@@ -139,7 +140,7 @@ func (s *Server) bashTool(ctx context.Context, req *mcp.CallToolRequest, in Bash
 		return s.bashBackground(in)
 	}
 	r, err := ExecRequest{Command: in.Command, Timeout: in.Timeout, Cwd: in.Cwd, Yield: in.Yield,
-		Session: cmpOr(in.Session, s.mcpSession(req)), ResetSession: in.Restart}.request(s.sup.MaxTimeout())
+		Session: cmp.Or(in.Session, s.mcpSession(req)), ResetSession: in.Restart}.request(s.sup.MaxTimeout())
 	if err != nil {
 		s.metrics.outcome(OutcomeInvalid)
 		return nil, nil, toolError(err)
@@ -318,11 +319,4 @@ func sessionName(id string) string {
 		}
 	}
 	return string(b)
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
