@@ -177,5 +177,6 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	s.sup.ForgetSession(id) // its working directory and variables too
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -33,6 +33,14 @@ func TestExecSessionStateHTTP(t *testing.T) {
 	if res.Stdout != "unset" {
 		t.Errorf("after resetSession: %q", res.Stdout)
 	}
+	// DELETE /v1/sessions/{id} forgets the state with the spills.
+	e.exec(`{"session": "h1", "command": "export A=again"}`)
+	if code, b := e.do(context.Background(), "DELETE", "/v1/sessions/h1", ""); code != http.StatusNoContent {
+		t.Fatalf("DELETE: %d %s", code, b)
+	}
+	if res := e.exec(`{"session": "h1", "command": "printf '%s' \"${A-unset}\""}`); res.Stdout != "unset" {
+		t.Errorf("after DELETE /v1/sessions/h1: %q", res.Stdout)
+	}
 	// No session: stateless, and no cwd in the Result.
 	code, b := e.do(context.Background(), "POST", "/v1/exec", `{"command": "cd /"}`)
 	if code != http.StatusOK || strings.Contains(string(b), `"cwd"`) {
