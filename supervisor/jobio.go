@@ -38,15 +38,9 @@ func (s *Supervisor) JobOutput(ctx context.Context, id, stream string, after int
 	if err != nil {
 		return JobOutput{}, err
 	}
-	var r *retained
-	i := 0
-	switch stream {
-	case Stdout:
-		r = j.p.out
-	case Stderr:
-		r, i = j.p.err, 1
-	default:
-		return JobOutput{}, invalid("stream must be stdout or stderr, got %q", stream)
+	r, i, err := j.stream(stream)
+	if err != nil {
+		return JobOutput{}, err
 	}
 	if wait < 0 || wait > MaxOutputWait {
 		return JobOutput{}, invalid("wait must be between 0 and %g seconds, got %g",
@@ -216,13 +210,9 @@ func (s *Supervisor) JobExchange(ctx context.Context, id, stream string, data []
 	if err != nil {
 		return JobOutput{}, err
 	}
-	r, i := j.p.out, 0
-	switch stream {
-	case Stdout:
-	case Stderr:
-		r, i = j.p.err, 1
-	default:
-		return JobOutput{}, invalid("stream must be stdout or stderr, got %q", stream)
+	r, i, err := j.stream(stream)
+	if err != nil {
+		return JobOutput{}, err
 	}
 	j.cursorMu.Lock()
 	defer j.cursorMu.Unlock()
@@ -261,4 +251,16 @@ func (s *Supervisor) JobExchange(ctx context.Context, id, stream string, data []
 		j.cursor[i] = out.Next
 	}
 	return out, err
+}
+
+// stream returns the capture of the job's stream by name and its index in
+// the cursorless cursors.
+func (j *job) stream(name string) (*retained, int, error) {
+	switch name {
+	case Stdout:
+		return j.p.out, 0, nil
+	case Stderr:
+		return j.p.err, 1, nil
+	}
+	return nil, 0, invalid("stream must be stdout or stderr, got %q", name)
 }
