@@ -56,7 +56,12 @@ func TestEscaper(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("escaper parent: %v", err)
 	}
+	// A writer still between its fork and its exec shows no environment
+	// yet: wait up to a second for all three.
 	procs := Survivors(value)
+	for deadline := time.Now().Add(time.Second); len(procs) < 3 && time.Now().Before(deadline); procs = Survivors(value) {
+		time.Sleep(10 * time.Millisecond) // polling /proc; not synchronisation
+	}
 	if len(procs) != 3 {
 		t.Fatalf("Survivors: %d processes, want 3: %v", len(procs), procs)
 	}
