@@ -9,6 +9,27 @@ import (
 	"time"
 )
 
+// Tree's exported methods are the same on every OS. Each OS supplies the
+// baseline they run on (tree_linux.go with pidfd_linux.go, pipescan_linux.go
+// and leftover_linux.go; tree_other.go; tree_windows.go), that is:
+//
+//	type treeState                     per-OS state, guarded by Tree.mu
+//	afterStart() error                 once the leader started: pidfd or handle
+//	startWatch()                       starts the leader-exit watcher where it is lazy
+//	exitPending() bool                 the leader exited, not yet marked
+//	members(ctx) ([]int, error)        the tree's live processes (Members)
+//	stop() ([]int, error)              SIGSTOP every member (Stop)
+//	terminate() (int, error)           SIGTERM every member (Terminate)
+//	kill(deadline) (Report, error)     the whole-tree kill (Kill, KillBy)
+//	killPipeHolders(pipes, deadline)   (int, error): KillPipeHolders
+//	survivors() []Process              what a kill that gave up left (Survivors)
+//	release() error                    frees the OS handles (Close)
+//
+// Beside Manager, killtree_linux.go, killtree_other.go and killtree_windows.go
+// supply detect and newPlatform, and the platform's newContainment, start,
+// destroy and close; each tier's containment implements the containment
+// interface (killtree.go).
+
 // closeKill bounds the kill Close makes of a tree that an earlier Kill or
 // KillBy could not confirm empty: what outlived that is not likely to die
 // now, and Close must return.
