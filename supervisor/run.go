@@ -123,9 +123,7 @@ func (s *Supervisor) start(v validated) (_ *proc, retErr error) {
 		}
 		defer func() {
 			if retErr != nil {
-				p.state.closeFiles()
-				p.state.pipe.Close()
-				s.endState(p.state, nil)
+				s.abandonState(p.state)
 			}
 		}()
 		cmd.Dir, base = p.state.dir, p.state.env
@@ -149,7 +147,7 @@ func (s *Supervisor) start(v validated) (_ *proc, retErr error) {
 		return nil, fmt.Errorf("supervisor: start %s: %w", s.shell, err)
 	}
 	if p.state != nil {
-		p.state.started()
+		p.state.ch.started()
 	}
 	// The child has its copies; ours would keep the pipes from reaching EOF.
 	wOut.Close()

@@ -150,6 +150,9 @@ type Supervisor struct {
 	// watcher and the background pump from the start), as when no pidfd or
 	// eventfd can be had. Set by tests only, before the first Run.
 	noPollLoop bool
+	// statePipe makes session state take the portable pipe channel on
+	// Linux too. Set by tests only, before the first Run.
+	statePipe bool
 
 	later sync.WaitGroup // background kills of trees whose way down gave up (finishLater)
 }
@@ -271,6 +274,10 @@ func (s *Supervisor) Close() error {
 	if s.devNull != nil {
 		err = errors.Join(err, s.devNull.Close())
 		s.devNull = nil
+	}
+	if s.sessions.script != nil {
+		s.sessions.script.Close()
+		s.sessions.script = nil
 	}
 	if s.spills != nil {
 		err = errors.Join(err, s.spills.Close())
