@@ -236,7 +236,11 @@ func (p *proc) supervise(ctx context.Context) ending {
 // result event is the last event the callback receives.
 func (p *proc) finish(end ending) Result {
 	werr := p.reap()
-	defer p.s.running.Add(-1)
+	defer func() {
+		if p.s.running.Add(-1) == 0 && p.s.cfg.ReturnIdleMemory {
+			p.s.wentIdle()
+		}
+	}()
 	alive := p.tree.Survivors()
 	if len(alive) == 0 {
 		if err := p.tree.Close(); err != nil {

@@ -116,6 +116,13 @@ type Config struct {
 	// Results' views); past it the job that exited first is forgotten. 0
 	// is DefaultMaxRetainedBytes.
 	MaxRetainedBytes int64
+	// ReturnIdleMemory returns the heap's free memory to the system once no
+	// command has run for a second (at most every 10 s), so that a
+	// long-running server's RSS falls back to what it holds after a burst
+	// instead of keeping the runtime's headroom (up to twice the live heap).
+	// It calls debug.FreeOSMemory, which acts on the whole process: for
+	// servers, not for a library inside a larger program.
+	ReturnIdleMemory bool
 	// Logger receives one line per command at info level and lifecycle steps
 	// at debug level; nil is silent.
 	Logger *zerolog.Logger
@@ -153,6 +160,8 @@ type Supervisor struct {
 	// statePipe makes session state take the portable pipe channel on
 	// Linux too. Set by tests only, before the first Run.
 	statePipe bool
+
+	idleMem idleMemory // Config.ReturnIdleMemory
 
 	later sync.WaitGroup // background kills of trees whose way down gave up (finishLater)
 }
@@ -262,6 +271,7 @@ func (s *Supervisor) Spills() *spill.Store { return s.spills }
 // survivors (at most 30 s each). Idempotent.
 func (s *Supervisor) Close() error {
 	s.closing.Store(true)
+	s.idleMem.stop()
 	s.jobs.closeAll()
 	s.later.Wait()
 	err := s.trees.Close()

@@ -150,6 +150,7 @@ func (m *Main) newServer(f serverFlags, token, hint string, log zerolog.Logger) 
 		return nil, nil, 0, fmt.Errorf("--max-retained-bytes: want a positive size such as 65536, 512KiB or 64MiB, got %q", f.retainedBytes)
 	}
 	sup, err := supervisor.New(supervisor.Config{
+		ReturnIdleMemory: true,
 		DataDir:          f.dataDir,
 		Grace:            grace,
 		Scrub:            []string{tokenEnv},
