@@ -2,7 +2,8 @@ package supervisor
 
 import (
 	"sync"
-	"unicode/utf8"
+
+	"github.com/corral-sh/corral/internal/utf8cut"
 )
 
 // Event kinds, as in DESIGN.md's live events.
@@ -114,7 +115,7 @@ func (l *live) push(i int, p []byte) {
 		s.queued += int64(len(p))
 		if s.capped {
 			// The live output ends here: never inside a character.
-			s.pending = s.pending[:completeUTF8(s.pending)]
+			s.pending = s.pending[:utf8cut.Complete(s.pending)]
 		}
 	}
 	l.mu.Unlock()
@@ -195,21 +196,5 @@ func deliverable(p []byte, final bool) int {
 	if n == 0 || final && n == len(p) {
 		return n
 	}
-	// Back up over an incomplete trailing sequence (at most 3 bytes).
-	for back := 1; back <= 3 && back <= n; back++ {
-		b := p[n-back]
-		if b < utf8.RuneSelf {
-			break
-		}
-		if utf8.RuneStart(b) {
-			if !utf8.FullRune(p[n-back : n]) {
-				if n-back == 0 && final {
-					return n
-				}
-				return n - back
-			}
-			break
-		}
-	}
-	return n
+	return utf8cut.Complete(p[:n])
 }
