@@ -109,21 +109,11 @@ func (r *retained) snapshot() ([]byte, budget.Counts, spill.Stream) {
 	case r.policy == budget.PolicyHead:
 		c := r.head.Counts()
 		data := r.head.Bytes()
-		return data, budget.Counts{
-			TotalBytes: c.TotalBytes, TotalLines: c.TotalLines,
-			CapturedBytes: c.CapturedBytes, CapturedLines: c.CapturedLines,
-			OmittedBytes: c.OmittedBytes, OmittedLines: c.OmittedLines,
-			EdgeLineBytes: c.FirstLineBytes,
-		}, spill.Stream{Head: data, TotalBytes: c.TotalBytes}
+		return data, budget.Counts(c), spill.Stream{Head: data, TotalBytes: c.TotalBytes}
 	case r.policy == budget.PolicyTail:
 		c := r.tail.Counts()
 		data := r.tail.Bytes()
-		return data, budget.Counts{
-			TotalBytes: c.TotalBytes, TotalLines: c.TotalLines,
-			CapturedBytes: c.CapturedBytes, CapturedLines: c.CapturedLines,
-			OmittedBytes: c.OmittedBytes, OmittedLines: c.OmittedLines,
-			EdgeLineBytes: c.LastLineBytes,
-		}, spill.Stream{Tail: data, TotalBytes: c.TotalBytes}
+		return data, budget.Counts(c), spill.Stream{Tail: data, TotalBytes: c.TotalBytes}
 	default:
 		hc := r.head.Counts()
 		head := r.head.Bytes()
@@ -147,7 +137,7 @@ func (r *retained) snapshot() ([]byte, budget.Counts, spill.Stream) {
 			TotalBytes: hc.TotalBytes, TotalLines: hc.TotalLines,
 			CapturedBytes: captured, CapturedLines: hc.CapturedLines,
 			OmittedBytes: hc.TotalBytes - captured, OmittedLines: max(0, hc.TotalLines-hc.CapturedLines-restLines),
-			EdgeLineBytes: hc.FirstLineBytes,
+			EdgeLineBytes: hc.EdgeLineBytes,
 		}, st
 	}
 }
