@@ -20,6 +20,24 @@ const (
 	Stderr = "stderr"
 )
 
+// streamIndex says which output stream of the command a chunk, a pipe or a
+// cursor belongs to; it indexes the per-stream arrays ([2]…) of outputs,
+// live and job.
+type streamIndex int
+
+const (
+	stdoutStream streamIndex = iota
+	stderrStream
+)
+
+// String returns the stream's name, Stdout or Stderr.
+func (i streamIndex) String() string {
+	if i == stderrStream {
+		return Stderr
+	}
+	return Stdout
+}
+
 // DefaultLiveCap is how many bytes of each stream live events carry before
 // one capped event ends that stream's live output.
 const DefaultLiveCap = 512 << 10
@@ -74,8 +92,8 @@ func newLive(cb func(Event), limit int64) *live {
 		return nil
 	}
 	l := &live{cb: cb, cap: limit, wake: make(chan struct{}, 1), done: make(chan struct{})}
-	l.streams[0].name = Stdout
-	l.streams[1].name = Stderr
+	l.streams[stdoutStream].name = Stdout
+	l.streams[stderrStream].name = Stderr
 	return l
 }
 
@@ -99,7 +117,7 @@ func (l *live) started(pid int) {
 
 // push accepts a copy of p for stream i, as far as the cap allows. It never
 // blocks on the callback.
-func (l *live) push(i int, p []byte) {
+func (l *live) push(i streamIndex, p []byte) {
 	if l == nil || len(p) == 0 {
 		return
 	}
@@ -123,7 +141,7 @@ func (l *live) push(i int, p []byte) {
 }
 
 // eof records that stream i was drained to its end.
-func (l *live) eof(i int) {
+func (l *live) eof(i streamIndex) {
 	if l == nil {
 		return
 	}

@@ -204,12 +204,12 @@ func (s *Supervisor) JobExchange(ctx context.Context, id, stream string, data []
 
 // stream returns the capture of the job's stream by name and its index in
 // the cursorless cursors.
-func (j *job) stream(name string) (*retained, int, error) {
+func (j *job) stream(name string) (*retained, streamIndex, error) {
 	switch name {
 	case Stdout:
-		return j.p.out, 0, nil
+		return j.p.out, stdoutStream, nil
 	case Stderr:
-		return j.p.err, 1, nil
+		return j.p.err, stderrStream, nil
 	}
 	return nil, 0, invalid("stream must be stdout or stderr, got %q", name)
 }

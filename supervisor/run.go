@@ -286,8 +286,8 @@ func (p *proc) finish(end ending) Result {
 	default:
 		res.ExitCode = &code
 	}
-	res.Stdout, res.StdoutInfo = p.shape(p.out, "stdout")
-	res.Stderr, res.StderrInfo = p.shape(p.err, "stderr")
+	res.Stdout, res.StdoutInfo = p.shape(p.out, Stdout)
+	res.Stderr, res.StderrInfo = p.shape(p.err, Stderr)
 	res.Stderr = withNote(withNote(res.Stderr, stateNote), p.s.note(end, p.v, p.kill, alive))
 	res.Truncated = res.StdoutInfo.Truncated || res.StderrInfo.Truncated
 

@@ -142,11 +142,11 @@ func (r *retained) snapshot() ([]byte, budget.Counts, spill.Stream) {
 	}
 }
 
-// take hands one chunk read from stream i (0 stdout, 1 stderr) to its
-// capture and to the live events. It never blocks.
-func (p *proc) take(i int, b []byte) {
+// take hands one chunk read from stream i to its capture and to the live
+// events. It never blocks.
+func (p *proc) take(i streamIndex, b []byte) {
 	r := p.out
-	if i == 1 {
+	if i == stderrStream {
 		r = p.err
 	}
 	r.Write(b)
@@ -157,7 +157,7 @@ func (p *proc) take(i int, b []byte) {
 // reports EOF to the live side and its end on p.drained. It never stops
 // early: past the ceiling the capture only counts. f is in the runtime's
 // poller, so the wait holds no thread.
-func (p *proc) drain(i int, f *os.File) {
+func (p *proc) drain(i streamIndex, f *os.File) {
 	bp := readBufs.Get().(*[]byte)
 	defer readBufs.Put(bp)
 	buf := *bp
