@@ -107,7 +107,7 @@ func Code(err error) string {
 		return CodeUnauthenticated
 	case errors.Is(err, ErrForbidden):
 		return CodePermissionDenied
-	case errors.Is(err, ErrUnavailable):
+	case errors.Is(err, ErrUnavailable), errors.Is(err, supervisor.ErrClosed):
 		return CodeUnavailable
 	}
 	return CodeInternal

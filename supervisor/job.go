@@ -9,8 +9,6 @@ import (
 	"sort"
 	"sync"
 	"time"
-
-	"github.com/corral-sh/corral/killtree"
 )
 
 // Background job limits.
@@ -208,7 +206,8 @@ func (t *jobTable) init(cfg Config) error {
 
 // StartJob validates r like Run does, starts it in the background and
 // returns at once. The job is killed when its lifetime passes, by KillJob,
-// or by Close. Errors: ErrInvalidRequest, ErrTooManyJobs, or a start failure.
+// or by Close. Errors: ErrInvalidRequest, ErrTooManyJobs, ErrClosed after
+// Close, or a start failure.
 func (s *Supervisor) StartJob(r JobRequest) (JobStarted, error) {
 	lifetime := r.Lifetime
 	if lifetime == 0 {
@@ -253,7 +252,7 @@ func (s *Supervisor) launchJob(v validated, listed bool) (*job, error) {
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
-		return nil, fmt.Errorf("supervisor: start: %w", killtree.ErrClosed)
+		return nil, errClosed
 	}
 	if t.running >= t.max {
 		t.mu.Unlock()

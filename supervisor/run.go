@@ -24,11 +24,19 @@ import (
 // graceful ending; any other cancellation keeps the grace.
 var ErrClientGone = errors.New("supervisor: the client is gone")
 
+// ErrClosed is returned, wrapped, by Run, StartJob and every other call that
+// would start a command once Close has begun. The error also matches
+// killtree.ErrClosed, which it was before ErrClosed existed.
+var ErrClosed = errors.New("supervisor: closed")
+
+// errClosed is the error a start after Close returns.
+var errClosed = fmt.Errorf("%w (%w)", ErrClosed, killtree.ErrClosed)
+
 // Run runs r to completion and returns its Result. A Request that fails
 // validation returns an error wrapping ErrInvalidRequest before anything
 // starts, and so does a command and environment the kernel refuses to exec
-// for their size (E2BIG); a failure to start the shell returns an error
-// too. Once the
+// for their size (E2BIG); after Close it returns an error wrapping
+// ErrClosed, and a failure to start the shell returns an error too. Once the
 // command ran, Run returns a Result and a nil error whatever the command's
 // exit code. Cancelling ctx aborts the command: its tree is killed (SIGTERM
 // and the grace first, unless the cause is ErrClientGone) and the Result
@@ -98,7 +106,7 @@ func (s *Supervisor) start(v validated) (_ *proc, retErr error) {
 	defer s.devMu.RUnlock()
 	stdinR := s.devNull
 	if stdinR == nil {
-		return nil, fmt.Errorf("supervisor: start %s: %w", s.shell, killtree.ErrClosed)
+		return nil, errClosed
 	}
 	if v.Stdin != nil || v.interactive {
 		if stdinR, p.stdinW, err = os.Pipe(); err != nil {
@@ -144,6 +152,9 @@ func (s *Supervisor) start(v validated) (_ *proc, retErr error) {
 	tree, err := s.trees.Start(cmd)
 	if errors.Is(err, syscall.E2BIG) {
 		return nil, argSizeError(cmd, err)
+	}
+	if errors.Is(err, killtree.ErrClosed) {
+		return nil, errClosed
 	}
 	if err != nil {
 		return nil, fmt.Errorf("supervisor: start %s: %w", s.shell, err)
