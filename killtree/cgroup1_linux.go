@@ -93,6 +93,7 @@ func (c *cgroup1) kill(deadline time.Time) ([]int, error) {
 	c.blockForks()
 	seen := map[int]bool{}
 	var all []int
+	var failed firstErr
 	state := filepath.Join(c.freezer, "freezer.state")
 	for {
 		if pids, err := c.procs(); err == nil && len(pids) == 0 {
@@ -107,7 +108,8 @@ func (c *cgroup1) kill(deadline time.Time) ([]int, error) {
 			return all, err
 		}
 		for _, p := range pids {
-			_ = unix.Kill(p, unix.SIGKILL) // ESRCH: gone meanwhile
+			_, err := sendSignal(p, unix.SIGKILL)
+			failed.keep(err)
 			if !seen[p] {
 				seen[p] = true
 				all = append(all, p)
@@ -121,7 +123,7 @@ func (c *cgroup1) kill(deadline time.Time) ([]int, error) {
 			return all, nil
 		}
 		if time.Now().After(deadline) {
-			return all, fmt.Errorf("killtree: freezer %s: %w", c.freezer, ErrNotEmpty)
+			return all, failed.notEmpty("killtree: freezer %s", c.freezer)
 		}
 		_ = pollUntil(context.Background(), func() bool { // killed tasks leave within ms once thawed
 			p, _ := c.procs()

@@ -485,6 +485,7 @@ func (t *Tree) sweep(deadline time.Time, killed map[int]bool, groupStopped bool)
 	stopRounds := 0
 	backoff := 200 * time.Microsecond
 	var firstKill time.Time
+	var failed firstErr
 	nestedDone := false
 	// nested runs the stale sweep once something was killed (see
 	// sweepDeadInstances): the containments of a corral instance that
@@ -546,7 +547,8 @@ func (t *Tree) sweep(deadline time.Time, killed map[int]bool, groupStopped bool)
 		_ = t.signalGroup(unix.SIGKILL) // ESRCH: empty group
 		var stuck []int
 		for _, p := range live {
-			_ = unix.Kill(p, unix.SIGKILL) // ESRCH: the group kill got it first
+			_, err := sendSignal(p, unix.SIGKILL) // ESRCH (the group kill got it first) is no error
+			failed.keep(err)
 			if sigkilled[p] {
 				stuck = append(stuck, p)
 			}
@@ -556,7 +558,7 @@ func (t *Tree) sweep(deadline time.Time, killed map[int]bool, groupStopped bool)
 			t.thawFrozen(stuck) // after the signal: a thawed task dies before it runs
 		}
 		if time.Now().After(deadline) {
-			return escapees, live, fmt.Errorf("killtree: %d processes of %d still alive: %w", len(live), t.pid, ErrNotEmpty)
+			return escapees, live, failed.notEmpty("killtree: %d processes of %d still alive", len(live), t.pid)
 		}
 		if firstKill.IsZero() {
 			firstKill = time.Now()
