@@ -222,12 +222,10 @@ func (s *Supervisor) StartJob(r JobRequest) (JobStarted, error) {
 	if err != nil {
 		return JobStarted{}, err
 	}
-	switch {
-	case lifetime == 0:
+	if lifetime == 0 {
 		lifetime = DefaultJobLifetime
-	case lifetime < MinTimeout || lifetime > s.jobs.maxLifetime:
-		return JobStarted{}, invalid("lifetime must be between %g and %g seconds, got %g",
-			MinTimeout.Seconds(), s.jobs.maxLifetime.Seconds(), lifetime.Seconds())
+	} else if _, err := checkTimeout("lifetime", lifetime.Seconds(), s.jobs.maxLifetime); err != nil {
+		return JobStarted{}, err
 	}
 	if r.Interactive && r.Stdin != nil {
 		return JobStarted{}, invalid("an interactive job takes its stdin through job input, not stdin")

@@ -181,6 +181,13 @@ func TestParseTimeout(t *testing.T) {
 	if _, err := ParseTimeout(21600, CeilingTimeout); err != nil {
 		t.Errorf("ceiling: %v", err)
 	}
+	// The wire's seconds and the library's Duration meet one check, with
+	// one message.
+	_, wire := ParseTimeout(301, 0)
+	_, lib := newSup(t, Config{}).Run(context.Background(), Request{Command: "true", Timeout: 301 * time.Second})
+	if wire == nil || lib == nil || wire.Error() != lib.Error() {
+		t.Errorf("ParseTimeout says %v, Run says %v", wire, lib)
+	}
 }
 
 // TestRunTimeout is the case: partial output kept, exitCode null,
