@@ -28,8 +28,8 @@ func ExampleSupervisor_Run() {
 	ctx := context.Background()
 	res, err := sup.Run(ctx, supervisor.Request{
 		Command: "echo hello; echo oops >&2; exit 3",
-		Timeout: 120 * time.Second, // 0 means 60 s; 1–300 s allowed
-		Session: "s-42",            // names the spill directory, and carries cwd and exported variables
+		Timeout: 120 * time.Second,            // 0 means 60 s; 1–300 s allowed
+		Session: "s-42",                       // names the spill directory, and carries cwd and exported variables
 		OnEvent: func(ev supervisor.Event) {}, // live output; never slows the drain
 	})
 	if errors.Is(err, supervisor.ErrInvalidRequest) {
