@@ -17,7 +17,9 @@ import (
 // cgroup1 is a single-use cgroup v1 freezer leaf (plus a pids leaf carrying
 // pids.max), joined through the thread trick (startInV1). The kill loop is
 // runc's fallback: FROZEN, SIGKILL every task, THAWED, until empty. v1-frozen
-// tasks do not act on SIGKILL until thawed (research notes §2.6, E3).
+// tasks do not act on SIGKILL until thawed (kernel
+// Documentation/admin-guide/cgroup-v1/freezer-subsystem.rst; docs/killtree.md
+// §2.6, E3).
 type cgroup1 struct {
 	freezer string
 	suffix  string

@@ -13,15 +13,15 @@ import (
 // context can be cancelled, an eventfd. A short command's exit then wakes
 // that one thread, which goes straight on to the way down. A drain goroutine
 // per pipe and an exit watcher in the runtime's poller meant three wake-ups
-// handed from thread to thread for the same exit: 4 to 5 % of the run of a
-// `true` (BenchmarkOverheadRatio), more than everything else the supervisor
-// adds.
+// handed from thread to thread for the same exit, which cost more of a
+// `true` than everything else the supervisor adds (BenchmarkOverheadRatio;
+// the figures are in the README's Performance section).
 //
 // A blocking system call has its own price in the Go runtime, though: every
 // ppoll that sleeps lets sysmon take the goroutine's P away, and getting one
 // back costs futex wake-ups. Paid once per command, that is nothing; paid
-// once per 64 KiB of a flood, it cost a quarter of the throughput
-// (BenchmarkDrain: 0.75× against 1.0× for goroutines in the poller). So a
+// once per 64 KiB of a flood, it cost a large share of the throughput
+// against goroutines in the poller (BenchmarkDrain; README, Performance). So a
 // command that proves busy (busyWakeups polls, or busyBytes drained) leaves
 // the loop: its streams go to drain goroutines in the runtime's poller,
 // whose idle threads spin before they sleep, and its end is watched there
