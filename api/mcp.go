@@ -110,7 +110,7 @@ func (s *Server) newMCPServer() *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "corral", Version: s.version},
 		&mcp.ServerOptions{Capabilities: &mcp.ServerCapabilities{}})
 	s.toolInputs = make(map[string]reflect.Type)
-	srv.AddReceivingMiddleware(s.strictArguments)
+	srv.AddReceivingMiddleware(s.logToolCalls, s.strictArguments)
 	b := s.sup.Bounds()
 	bashIn, err := bashSchema(b)
 	if err != nil {

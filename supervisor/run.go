@@ -88,7 +88,7 @@ func (s *Supervisor) newID() string {
 func (s *Supervisor) start(v validated) (_ *proc, retErr error) {
 	p := &proc{s: s, v: v, id: s.newID(), begin: time.Now(), drained: make(chan error, 2),
 		stdinEnd: make(chan struct{})}
-	p.log = s.log.With().Str("id", p.id).Logger()
+	p.log = s.log.With().Str("id", p.id).Str("session", v.Session).Str("label", v.Label).Logger()
 	wOut, wErr, err := p.outs.open()
 	if err != nil {
 		return nil, fmt.Errorf("supervisor: output pipes: %w", err)
@@ -350,6 +350,10 @@ func (p *proc) shape(r *retained, name string) (string, budget.Info) {
 	return budget.Shape(data, counts, opts)
 }
 
+// logResult is the one info line of a finished command (its logger carries
+// id, session and label): how it ended, how long it took, the bytes of each
+// stream, the tier and the kill counts. Never the command, its environment
+// or its output, which may hold secrets.
 func (p *proc) logResult(res Result) {
 	ev := p.log.Info().
 		Int64("durationMs", res.DurationMs).
@@ -362,6 +366,12 @@ func (p *proc) logResult(res Result) {
 		Int("lingering", res.Kill.Lingering).
 		Int("escapees", res.Kill.Escapees).
 		Int("survivors", res.Kill.Survivors)
+	if p.v.job {
+		ev = ev.Bool("job", true)
+	}
+	if res.Kill.PipesForced {
+		ev = ev.Bool("pipesForced", true)
+	}
 	if res.ExitCode != nil {
 		ev = ev.Int("exit", *res.ExitCode)
 	} else {
