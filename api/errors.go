@@ -10,7 +10,7 @@ import (
 	"github.com/corral-sh/corral/supervisor"
 )
 
-// Error codes of DESIGN.md's error contract, each with its HTTP status
+// Error codes of the README's error contract, each with its HTTP status
 // (Status).
 const (
 	CodeInvalidArgument   = "INVALID_ARGUMENT"    // 400; also 405 (a method no route serves) and 415

@@ -10,7 +10,7 @@ import (
 )
 
 // Result is what one command produced, shaped for the model. It marshals to
-// DESIGN.md's Result JSON; field names are a public contract.
+// the README's Result JSON; field names are a public contract.
 type Result struct {
 	Stdout     string      `json:"stdout"`
 	Stderr     string      `json:"stderr"`
