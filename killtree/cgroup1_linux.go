@@ -17,7 +17,9 @@ import (
 // cgroup1 is a single-use cgroup v1 freezer leaf (plus a pids leaf carrying
 // pids.max), joined through the thread trick (startInV1). The kill loop is
 // runc's fallback: FROZEN, SIGKILL every task, THAWED, until empty. v1-frozen
-// tasks do not act on SIGKILL until thawed (research notes §2.6, E3).
+// tasks do not act on SIGKILL until thawed (kernel
+// Documentation/admin-guide/cgroup-v1/freezer-subsystem.rst; docs/killtree.md
+// §2.6, E3).
 type cgroup1 struct {
 	freezer string
 	suffix  string
@@ -93,6 +95,7 @@ func (c *cgroup1) kill(deadline time.Time) ([]int, error) {
 	c.blockForks()
 	seen := map[int]bool{}
 	var all []int
+	var failed firstErr
 	state := filepath.Join(c.freezer, "freezer.state")
 	for {
 		if pids, err := c.procs(); err == nil && len(pids) == 0 {
@@ -107,7 +110,8 @@ func (c *cgroup1) kill(deadline time.Time) ([]int, error) {
 			return all, err
 		}
 		for _, p := range pids {
-			_ = unix.Kill(p, unix.SIGKILL) // ESRCH: gone meanwhile
+			_, err := sendSignal(p, unix.SIGKILL)
+			failed.keep(err)
 			if !seen[p] {
 				seen[p] = true
 				all = append(all, p)
@@ -121,7 +125,7 @@ func (c *cgroup1) kill(deadline time.Time) ([]int, error) {
 			return all, nil
 		}
 		if time.Now().After(deadline) {
-			return all, fmt.Errorf("killtree: freezer %s: %w", c.freezer, ErrNotEmpty)
+			return all, failed.notEmpty("killtree: freezer %s", c.freezer)
 		}
 		_ = pollUntil(context.Background(), func() bool { // killed tasks leave within ms once thawed
 			p, _ := c.procs()

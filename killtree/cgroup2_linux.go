@@ -18,8 +18,9 @@ import (
 // child is born in it through clone3(CLONE_INTO_CGROUP) (SysProcAttr
 // UseCgroupFD, Go 1.20, Linux 5.7); it is killed with cgroup.kill (Linux
 // 5.14). It is never reused: on 6.18 a clone3 into a cgroup that was once
-// killed yields a child killed at birth (kill_seq snapshot taken from the
-// parent's cgroup, research notes §2.5, E6b).
+// killed yields a child killed at birth (kernel/cgroup/cgroup.c
+// cgroup_post_fork compares a kill_seq snapshot taken from the parent's
+// cgroup; docs/killtree.md §2.5, E6b).
 type cgroup2 struct {
 	dir    string
 	suffix string   // "/<parent>/<instance>/<id>"
@@ -34,7 +35,7 @@ type cgroup2 struct {
 // newCgroup2 makes the leaf and applies the limits. It keeps no file of the
 // leaf open: a prepared containment holding descriptors would make the
 // process's descriptor count depend on the preparer's timing, and the opens
-// it would save cost some 12 µs a command.
+// it would save are a small part of a start (BenchmarkSpawnTrue).
 func newCgroup2(mnt *mounts, cfg Config, inst, id string, h *homes) (c *cgroup2, retErr error) {
 	if mnt.v2 == "" {
 		return nil, fmt.Errorf("killtree: no cgroup2 mount: %w", ErrUnavailable)

@@ -99,7 +99,8 @@ func probeCgroup2(cfg Config) TierStatus {
 }
 
 // killSeqBug kills the (now empty) leaf and clones `true` into it again; it
-// reports whether the child was killed at birth (research notes E6b).
+// reports whether the child was killed at birth (docs/killtree.md E6b; the
+// kill at birth is kernel/cgroup/cgroup.c cgroup_post_fork).
 func killSeqBug(c *cgroup2) bool {
 	if writeFile(filepath.Join(c.dir, "cgroup.kill"), "1") != nil {
 		return false

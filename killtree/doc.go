@@ -158,8 +158,11 @@
 //
 // On Linux 6.18 a clone3(CLONE_INTO_CGROUP) into a cgroup that once received
 // cgroup.kill yields a child SIGKILLed at birth: the kill_seq snapshot is
-// taken from the parent's cgroup before the target is known. Doctor reports
-// whether this kernel has it; either way containments are never reused.
+// taken from the parent's cgroup before the target is known, and
+// cgroup_post_fork (kernel/cgroup/cgroup.c) kills a child whose snapshot
+// differs from its cgroup's (docs/killtree.md §2.5, experiment E6b). Doctor
+// reports whether this kernel has it; either way containments are never
+// reused.
 //
 // # Names on disk
 //

@@ -15,7 +15,7 @@ import (
 // orphans reparent to init, so the sweep follows the leader's session and
 // group, the descendants of every process it saw, and processes seen before
 // (PID and creation time). A process that leaves the session and whose
-// parent exits before a sweep sees it is out of reach (research notes §5).
+// parent exits before a sweep sees it is out of reach (docs/killtree.md §5).
 
 type platform struct {
 	cfg      Config

@@ -14,7 +14,8 @@ import (
 	"golang.org/x/sys/windows"
 )
 
-// On Windows the only tier is the job object (research notes §4, W2): the
+// On Windows the only tier is the job object (docs/killtree.md §4, §8.3 W2;
+// CreateProcess with CREATE_SUSPENDED, then AssignProcessToJobObject): the
 // command is created suspended, assigned to a fresh job, then resumed, so no
 // instruction of it runs outside the job. Kill-on-close makes a crashed
 // supervisor's jobs die with its handles.

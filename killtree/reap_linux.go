@@ -11,7 +11,7 @@ import (
 // It waits for each by PID with WNOHANG, never with wait4(-1), and never for
 // the leader or another tree's leader or a watchdog (ownChildren): os/exec
 // reaps those, and stealing their status makes cmd.Wait fail with "no child
-// processes" (research notes E12). It returns how many it reaped, or, if
+// processes" (docs/killtree.md §2.3, E12). It returns how many it reaped, or, if
 // some could not be reaped yet (EINTR, or not yet waitable), a negative
 // count so the caller scans again.
 func (t *Tree) reapZombies(ps []proc) int {

@@ -117,8 +117,9 @@ func (th thread) goHome(leaves []v1leaf) error {
 
 // homes holds, per v1 controller, the tasks file of the cgroup this
 // process's threads live in (their home), open, so that the thread trick
-// moves its thread back without reading /proc/thread-self/cgroup first (23
-// µs in place, against a write to a file already open). refresh reads it
+// moves its thread back without reading and parsing
+// /proc/thread-self/cgroup first, only a write to a file already open
+// (part of the cgroup1 tier's cost in BenchmarkSpawnTrue). refresh reads it
 // again whenever a containment is made, which on the cgroup tiers happens in
 // the preparer while the previous command runs: a process that an outside
 // agent moves to other cgroups is followed from its next containment on, and
@@ -140,8 +141,8 @@ type homes struct {
 // It locks its goroutine to the thread for the read: /proc/thread-self names
 // the thread that opens it, but the content is made when it is read, and an
 // unlocked goroutine can move to another thread in between, leaving the
-// first one free for a start to lock and move into a leaf (TestLoad's 200
-// concurrent commands cached leaves as homes that way). A thread the calling
+// first one free for a start to lock and move into a leaf (api's TestLoad,
+// 200 concurrent commands, once cached leaves as homes that way). A thread the calling
 // goroutine holds locked is at home: the trick moves only threads it locked
 // itself, and brings them back before it unlocks them. A path under the
 // containments' parent is refused all the same.

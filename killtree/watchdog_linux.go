@@ -143,8 +143,8 @@ func (w *watchdog) close() error {
 var instanceRE = regexp.MustCompile(`^([0-9]+)-([0-9]+)$`)
 
 // sweepStale kills and removes the containments of instances under parent
-// whose owner is no longer alive (a crashed supervisor; research notes §8.1
-// step 7): cgroup.kill or freeze-kill-thaw on every leaf, then rmdir. It
+// whose owner is no longer alive (a crashed supervisor; docs/killtree.md
+// §8.1 step 7): cgroup.kill or freeze-kill-thaw on every leaf, then rmdir. It
 // returns the PIDs it found in those leaves (a PID may appear once per
 // hierarchy).
 func sweepStale(mnt *mounts, parent string) []int {

@@ -28,7 +28,7 @@
 // the supervisor or read its spill files and memory; the containments, the spill
 // files and the data directory stay the supervisor's.
 //
-// The Result marshals to the JSON contract of corral's DESIGN.md: the model
+// The Result marshals to the JSON contract of the README's Result: the model
 // views of both streams (budget), their counters, the spill paths of the
 // fuller copies (spill), and what the kill did (killtree).
 package supervisor

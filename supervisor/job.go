@@ -9,8 +9,6 @@ import (
 	"sort"
 	"sync"
 	"time"
-
-	"github.com/corral-sh/corral/killtree"
 )
 
 // Background job limits.
@@ -208,7 +206,8 @@ func (t *jobTable) init(cfg Config) error {
 
 // StartJob validates r like Run does, starts it in the background and
 // returns at once. The job is killed when its lifetime passes, by KillJob,
-// or by Close. Errors: ErrInvalidRequest, ErrTooManyJobs, or a start failure.
+// or by Close. Errors: ErrInvalidRequest, ErrTooManyJobs, ErrClosed after
+// Close, or a start failure.
 func (s *Supervisor) StartJob(r JobRequest) (JobStarted, error) {
 	lifetime := r.Lifetime
 	if lifetime == 0 {
@@ -223,12 +222,10 @@ func (s *Supervisor) StartJob(r JobRequest) (JobStarted, error) {
 	if err != nil {
 		return JobStarted{}, err
 	}
-	switch {
-	case lifetime == 0:
+	if lifetime == 0 {
 		lifetime = DefaultJobLifetime
-	case lifetime < MinTimeout || lifetime > s.jobs.maxLifetime:
-		return JobStarted{}, invalid("lifetime must be between %g and %g seconds, got %g",
-			MinTimeout.Seconds(), s.jobs.maxLifetime.Seconds(), lifetime.Seconds())
+	} else if _, err := checkTimeout("lifetime", lifetime.Seconds(), s.jobs.maxLifetime); err != nil {
+		return JobStarted{}, err
 	}
 	if r.Interactive && r.Stdin != nil {
 		return JobStarted{}, invalid("an interactive job takes its stdin through job input, not stdin")
@@ -253,7 +250,7 @@ func (s *Supervisor) launchJob(v validated, listed bool) (*job, error) {
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
-		return nil, fmt.Errorf("supervisor: start: %w", killtree.ErrClosed)
+		return nil, errClosed
 	}
 	if t.running >= t.max {
 		t.mu.Unlock()

@@ -10,7 +10,7 @@ import (
 )
 
 // Result is what one command produced, shaped for the model. It marshals to
-// DESIGN.md's Result JSON; field names are a public contract.
+// the README's Result JSON; field names are a public contract.
 type Result struct {
 	Stdout     string      `json:"stdout"`
 	Stderr     string      `json:"stderr"`
@@ -52,6 +52,12 @@ type KillInfo struct {
 	// not thaw them); the stderr note then names them and does not say the
 	// tree was killed.
 	Survivors int `json:"survivors,omitempty"`
+	// PipesForced is set when stdout or stderr never reached EOF after the
+	// kill and the pipe-holder scan: a writer corral could neither find nor
+	// kill still held a write end, so corral stopped reading (as os/exec's
+	// WaitDelay does). Output written after that point is missing from the
+	// Result, and the counts cover only what was read.
+	PipesForced bool `json:"pipesForced,omitempty"`
 }
 
 // ending says why the command stopped.

@@ -24,11 +24,19 @@ import (
 // graceful ending; any other cancellation keeps the grace.
 var ErrClientGone = errors.New("supervisor: the client is gone")
 
+// ErrClosed is returned, wrapped, by Run, StartJob and every other call that
+// would start a command once Close has begun. The error also matches
+// killtree.ErrClosed, which it was before ErrClosed existed.
+var ErrClosed = errors.New("supervisor: closed")
+
+// errClosed is the error a start after Close returns.
+var errClosed = fmt.Errorf("%w (%w)", ErrClosed, killtree.ErrClosed)
+
 // Run runs r to completion and returns its Result. A Request that fails
 // validation returns an error wrapping ErrInvalidRequest before anything
 // starts, and so does a command and environment the kernel refuses to exec
-// for their size (E2BIG); a failure to start the shell returns an error
-// too. Once the
+// for their size (E2BIG); after Close it returns an error wrapping
+// ErrClosed, and a failure to start the shell returns an error too. Once the
 // command ran, Run returns a Result and a nil error whatever the command's
 // exit code. Cancelling ctx aborts the command: its tree is killed (SIGTERM
 // and the grace first, unless the cause is ErrClientGone) and the Result
@@ -80,7 +88,7 @@ func (s *Supervisor) newID() string {
 func (s *Supervisor) start(v validated) (_ *proc, retErr error) {
 	p := &proc{s: s, v: v, id: s.newID(), begin: time.Now(), drained: make(chan error, 2),
 		stdinEnd: make(chan struct{})}
-	p.log = s.log.With().Str("id", p.id).Logger()
+	p.log = s.log.With().Str("id", p.id).Str("session", v.Session).Str("label", v.Label).Logger()
 	wOut, wErr, err := p.outs.open()
 	if err != nil {
 		return nil, fmt.Errorf("supervisor: output pipes: %w", err)
@@ -98,7 +106,7 @@ func (s *Supervisor) start(v validated) (_ *proc, retErr error) {
 	defer s.devMu.RUnlock()
 	stdinR := s.devNull
 	if stdinR == nil {
-		return nil, fmt.Errorf("supervisor: start %s: %w", s.shell, killtree.ErrClosed)
+		return nil, errClosed
 	}
 	if v.Stdin != nil || v.interactive {
 		if stdinR, p.stdinW, err = os.Pipe(); err != nil {
@@ -142,6 +150,9 @@ func (s *Supervisor) start(v validated) (_ *proc, retErr error) {
 	tree, err := s.trees.Start(cmd)
 	if errors.Is(err, syscall.E2BIG) {
 		return nil, argSizeError(cmd, err)
+	}
+	if errors.Is(err, killtree.ErrClosed) {
+		return nil, errClosed
 	}
 	if err != nil {
 		return nil, fmt.Errorf("supervisor: start %s: %w", s.shell, err)
@@ -288,8 +299,8 @@ func (p *proc) finish(end ending) Result {
 	default:
 		res.ExitCode = &code
 	}
-	res.Stdout, res.StdoutInfo = p.shape(p.out, "stdout")
-	res.Stderr, res.StderrInfo = p.shape(p.err, "stderr")
+	res.Stdout, res.StdoutInfo = p.shape(p.out, Stdout)
+	res.Stderr, res.StderrInfo = p.shape(p.err, Stderr)
 	res.Stderr = withNote(withNote(res.Stderr, stateNote), p.s.note(end, p.v, p.kill, alive))
 	res.Truncated = res.StdoutInfo.Truncated || res.StderrInfo.Truncated
 
@@ -341,6 +352,10 @@ func (p *proc) shape(r *retained, name string) (string, budget.Info) {
 	return budget.Shape(data, counts, opts)
 }
 
+// logResult is the one info line of a finished command (its logger carries
+// id, session and label): how it ended, how long it took, the bytes of each
+// stream, the tier and the kill counts. Never the command, its environment
+// or its output, which may hold secrets.
 func (p *proc) logResult(res Result) {
 	ev := p.log.Info().
 		Int64("durationMs", res.DurationMs).
@@ -353,6 +368,12 @@ func (p *proc) logResult(res Result) {
 		Int("lingering", res.Kill.Lingering).
 		Int("escapees", res.Kill.Escapees).
 		Int("survivors", res.Kill.Survivors)
+	if p.v.job {
+		ev = ev.Bool("job", true)
+	}
+	if res.Kill.PipesForced {
+		ev = ev.Bool("pipesForced", true)
+	}
 	if res.ExitCode != nil {
 		ev = ev.Int("exit", *res.ExitCode)
 	} else {

@@ -109,6 +109,17 @@ func (m *Main) serverFlagSet(name, usageText string, f *serverFlags, network boo
 	return fs
 }
 
+// isTerminal reports whether w is a character device (a terminal; also
+// /dev/null, where colour does no harm): console logs are coloured only there.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
 // logger builds the zerolog logger of the flags, writing to stderr.
 func (m *Main) logger(f serverFlags) (zerolog.Logger, error) {
 	lvl, err := zerolog.ParseLevel(f.logLevel)
@@ -119,7 +130,7 @@ func (m *Main) logger(f serverFlags) (zerolog.Logger, error) {
 	switch f.logFormat {
 	case "json":
 	case "console":
-		w = zerolog.ConsoleWriter{Out: m.Stderr, TimeFormat: time.RFC3339}
+		w = zerolog.ConsoleWriter{Out: m.Stderr, TimeFormat: time.RFC3339, NoColor: !isTerminal(m.Stderr)}
 	default:
 		return zerolog.Nop(), fmt.Errorf("--log-format: want json or console, got %q", f.logFormat)
 	}
@@ -139,9 +150,10 @@ func (m *Main) newServer(f serverFlags, token, hint string, log zerolog.Logger) 
 	case f.grace < 0:
 		return nil, nil, 0, fmt.Errorf("--grace must be 0 or more seconds, got %g", f.grace)
 	}
-	// The supervisor logs one line per command at info; the server already
-	// logs one per request, so only its warnings come through.
-	supLog := log.Level(max(zerolog.WarnLevel, log.GetLevel()))
+	// The supervisor logs one line per finished command at info (session,
+	// label, exit, duration, bytes, tier, kill counts), beside the server's
+	// line per request.
+	supLog := log
 	if f.retainedJobs < 1 {
 		return nil, nil, 0, fmt.Errorf("--max-retained-jobs must be at least 1, got %d", f.retainedJobs)
 	}
