@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 // serveCase is one corral serve command a deployment file runs.
@@ -23,6 +25,7 @@ type serveCase struct {
 	serve  serveArgs
 	period time.Duration // what the platform waits after SIGTERM before SIGKILL
 	env    []string      // the token's variable, when the file passes it so
+	uid    int64         // the user corral runs as there (its group is the same number)
 }
 
 // serveCases collects the serve commands of the manifests, the unit and the
@@ -42,7 +45,8 @@ func serveCases(t *testing.T) []serveCase {
 					file, len(cs), spec.TerminationGracePeriodSeconds, err)
 			}
 			sc := serveCase{name: file, serve: cs[0].serve,
-				period: time.Duration(*spec.TerminationGracePeriodSeconds) * time.Second}
+				period: time.Duration(*spec.TerminationGracePeriodSeconds) * time.Second,
+				uid:    runAsUser(spec, cs[0].c)}
 			if tokenFromSecret(cs[0].c) {
 				sc.env = append(sc.env, tokenEnvName+"=deploy-test-secret-token")
 			}
@@ -74,15 +78,34 @@ func serveCases(t *testing.T) []serveCase {
 			t.Fatal(err)
 		}
 		// docker stop waits 10 s by default before its SIGKILL.
-		out = append(out, serveCase{name: "Dockerfile " + st, serve: s, period: 10 * time.Second})
+		var uid int64
+		if u := byName[st].last("USER"); u != nil {
+			if _, err := fmt.Sscanf(u.args, "%d:", &uid); err != nil {
+				t.Fatalf("stage %s: USER %s: want uid:gid", st, u.args)
+			}
+		}
+		out = append(out, serveCase{name: "Dockerfile " + st, serve: s, period: 10 * time.Second, uid: uid})
 	}
 	return out
+}
+
+// runAsUser is the uid a container runs as (the image's, 0, when unset).
+func runAsUser(spec *corev1.PodSpec, c *corev1.Container) int64 {
+	if c.SecurityContext != nil && c.SecurityContext.RunAsUser != nil {
+		return *c.SecurityContext.RunAsUser
+	}
+	if spec.SecurityContext != nil && spec.SecurityContext.RunAsUser != nil {
+		return *spec.SecurityContext.RunAsUser
+	}
+	return 0
 }
 
 // TestServeCommands runs every corral serve command of the deployment files
 // against corral built from this tree, with only what a test must change
 // (a loopback port, a scratch data directory, a user that exists here for
-// --run-as): corral accepts the flags, answers /healthz without the token,
+// --run-as), as the user the file runs it as when this test runs as root
+// (else as this test's user): corral accepts the flags, answers /healthz
+// without the token (a non-root server reports the pgroup tier),
 // and on SIGTERM, with a background job that ignores SIGTERM running, exits
 // 0 within the platform's grace period, leaving no process of the job.
 func TestServeCommands(t *testing.T) {
@@ -96,7 +119,13 @@ func TestServeCommands(t *testing.T) {
 }
 
 func runServeCase(t *testing.T, bin string, sc serveCase) {
-	dir := t.TempDir()
+	// Not t.TempDir: its parent is 0700, and the server may run as another
+	// user; tmpRoot is made 0755 below when it does.
+	dir, err := os.MkdirTemp(tmpRoot, "case-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
 	args := append([]string(nil), sc.serve.args...)
 	for i := 0; i < len(args)-1; i++ {
 		switch args[i] {
@@ -125,6 +154,22 @@ func runServeCase(t *testing.T, bin string, sc serveCase) {
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), sc.env...)
 	cmd.Env = append(cmd.Env, "CORRAL_CONTAINMENT=") // the tier corral picks, not a caller's
+	asUser := os.Geteuid() == 0 && sc.uid != 0
+	uid := int64(os.Geteuid())
+	if asUser {
+		uid = sc.uid
+		// The binary's directories are root's (0700 from MkdirTemp).
+		for _, d := range []string{tmpRoot, filepath.Dir(bin)} {
+			if err := os.Chmod(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.Chown(dir, int(sc.uid), int(sc.uid)); err != nil {
+			t.Fatal(err)
+		}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(sc.uid), Gid: uint32(sc.uid)}}
+		cmd.Env = append(cmd.Env, "HOME="+dir)
+	}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -154,6 +199,9 @@ func runServeCase(t *testing.T, bin string, sc serveCase) {
 	}
 	base := "http://" + addr
 	tier := health(t, base)
+	if asUser && tier != "pgroup" {
+		t.Errorf("corral as uid %d reports tier %s, want pgroup (deploy/README.md)", sc.uid, tier)
+	}
 
 	// A background job whose shell ignores SIGTERM and lives on (the
 	// marker is in its command line): the way down must wait the grace
@@ -193,7 +241,7 @@ func runServeCase(t *testing.T, bin string, sc serveCase) {
 		if took >= sc.period {
 			t.Errorf("drained in %v, not within the grace period %v", took, sc.period)
 		}
-		t.Logf("tier %s; SIGTERM to exit %v (grace period %v)", tier, took.Round(time.Millisecond), sc.period)
+		t.Logf("uid %d, tier %s: SIGTERM to exit %v (grace period %v)", uid, tier, took.Round(time.Millisecond), sc.period)
 	case <-time.After(sc.period):
 		t.Fatalf("still running %v after SIGTERM: the platform would SIGKILL it", sc.period)
 	}
