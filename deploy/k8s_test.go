@@ -294,6 +294,9 @@ func checkPod(spec *corev1.PodSpec, cc corralContainer) []error {
 	if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
 		errs = append(errs, errors.New("automountServiceAccountToken must be false: commands read every file of the container"))
 	}
+	if spec.EnableServiceLinks == nil || *spec.EnableServiceLinks {
+		errs = append(errs, errors.New("enableServiceLinks must be false: commands need no other Service's address in their environment"))
+	}
 
 	// The containment tier the pod asks for.
 	errs = append(errs, checkTier(spec, c, s)...)
@@ -323,6 +326,19 @@ func checkTier(spec *corev1.PodSpec, c *corev1.Container, s serveArgs) []error {
 	}
 	if sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
 		errs = append(errs, fmt.Errorf("%s: allowPrivilegeEscalation must be false", c.Name))
+	}
+	if sc == nil || sc.Capabilities == nil || len(sc.Capabilities.Drop) != 1 || sc.Capabilities.Drop[0] != "ALL" || len(sc.Capabilities.Add) > 0 {
+		errs = append(errs, fmt.Errorf("%s: capabilities must drop ALL and add none", c.Name))
+	}
+	var seccomp *corev1.SeccompProfile
+	if sc != nil {
+		seccomp = sc.SeccompProfile
+	}
+	if seccomp == nil && spec.SecurityContext != nil {
+		seccomp = spec.SecurityContext.SeccompProfile
+	}
+	if seccomp == nil || seccomp.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		errs = append(errs, fmt.Errorf("%s: want the RuntimeDefault seccomp profile", c.Name))
 	}
 	return errs
 }
