@@ -72,12 +72,14 @@ func v2Mount() string {
 }
 
 // TestEntrypointCgroupNamespace runs the image's start the way a container
-// with its own cgroup namespace and a writable cgroup2 mount sees it (the
-// sandbox-cgroup2.yaml pod): a fresh cgroup made the root of a new cgroup
-// namespace, cgroup2 mounted alone on /sys/fs/cgroup in a new mount
-// namespace. The entrypoint must move every process out of the namespace's
-// root, and corral doctor must then choose cgroup2 at /sys/fs/cgroup.
-// Root only; needs unshare(1) and mount(8).
+// with its own cgroup namespace sees it: a fresh cgroup made the root of a
+// new cgroup namespace, cgroup2 mounted alone on /sys/fs/cgroup in a new
+// mount namespace. Writable (the privileged sandbox-cgroup2.yaml pod), the
+// entrypoint must move every process out of the namespace's root and corral
+// doctor must choose cgroup2 there; read-only (the root image in a pod that
+// is not privileged), the entrypoint must leave things as they are and
+// doctor must fall back to pgroup, saying why. Root only; needs unshare(1)
+// and mount(8).
 func TestEntrypointCgroupNamespace(t *testing.T) {
 	bin := corral(t)
 	if os.Geteuid() != 0 {
@@ -96,16 +98,45 @@ func TestEntrypointCgroupNamespace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cg := filepath.Join(v2, fmt.Sprintf("corral-deploy-test-%d", os.Getpid()))
-	if err := os.Mkdir(cg, 0o755); err != nil {
-		t.Skipf("cannot make a cgroup: %v", err)
+	for i, tc := range []struct {
+		name  string
+		mount string   // cgroup2 mount options
+		want  []string // regexps doctor's output and the report must match
+	}{
+		// A privileged container: the root is emptied, cgroup2 is chosen.
+		{"writable", "rw", []string{`(?m)^cgroup2\s+yes\s+yes\s+cgroup2 at /sys/fs/cgroup\b`,
+			`(?m)^ROOTPROCS=\s*$`, `(?m)^SUPERVISOR=yes$`}},
+		// An unprivileged one: nothing moves, pgroup is chosen and doctor says why.
+		{"read-only", "ro", []string{`(?m)^cgroup2\s+no\s+no\s+cannot create a leaf .*read-only file system`,
+			`(?m)^pgroup\s+yes\s+yes\s`, `(?m)^ROOTPROCS=\d`, `(?m)^SUPERVISOR=$`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cg := filepath.Join(v2, fmt.Sprintf("corral-deploy-test-%d-%d", os.Getpid(), i))
+			if err := os.Mkdir(cg, 0o755); err != nil {
+				t.Skipf("cannot make a cgroup: %v", err)
+			}
+			t.Cleanup(func() { removeCgroupTree(t, cg) })
+			out := inCgroupNamespace(t, bin, ep, cg, tc.mount)
+			for _, re := range tc.want {
+				if !regexp.MustCompile(re).MatchString(out) {
+					t.Errorf("output does not match %s", re)
+				}
+			}
+		})
 	}
-	t.Cleanup(func() { removeCgroupTree(t, cg) })
+}
 
+// inCgroupNamespace runs the entrypoint (with doctor) in cgroup cg made the
+// root of a new cgroup namespace, with cgroup2 mounted on /sys/fs/cgroup
+// with the options opts, and returns its output followed by what the
+// namespace's root cgroup holds afterwards (ROOTPROCS=) and whether the
+// supervisor cgroup exists (SUPERVISOR=yes).
+func inCgroupNamespace(t *testing.T, bin, ep, cg, opts string) string {
+	t.Helper()
 	// The outer shell moves itself into cg, then becomes the new
 	// namespaces' first process; the inner one mounts, runs the entrypoint
-	// as the container runtime would, then reports what the root holds.
-	inner := `umount -R /sys/fs/cgroup && mount -t cgroup2 cgroup2 /sys/fs/cgroup || exit 97
+	// as the container runtime would, then reports.
+	inner := `umount -R /sys/fs/cgroup && mount -t cgroup2 -o "$OPTS" cgroup2 /sys/fs/cgroup || exit 97
 grep -qx '0::/' /proc/self/cgroup || exit 98
 "$EP" doctor
 echo "ROOTPROCS=$(tr '\n' ' ' </sys/fs/cgroup/cgroup.procs)"
@@ -113,7 +144,7 @@ echo "SUPERVISOR=$(test -d /sys/fs/cgroup/supervisor && echo yes)"`
 	outer := `echo $$ >"$CG/cgroup.procs" || exit 96
 exec unshare --cgroup --mount --propagation private bash -c "$INNER"`
 	cmd := exec.Command("bash", "-c", outer)
-	cmd.Env = entrypointEnv(bin, "CG="+cg, "EP="+ep, "INNER="+inner, "CORRAL_CONTAINMENT=")
+	cmd.Env = entrypointEnv(bin, "CG="+cg, "EP="+ep, "INNER="+inner, "OPTS="+opts, "CORRAL_CONTAINMENT=")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		if ee, ok := err.(*exec.ExitError); ok && ee.ExitCode() >= 96 {
@@ -122,16 +153,7 @@ exec unshare --cgroup --mount --propagation private bash -c "$INNER"`
 		t.Fatalf("%v\n%s", err, out)
 	}
 	t.Logf("\n%s", out)
-	text := string(out)
-	if !regexp.MustCompile(`(?m)^cgroup2\s+yes\s+yes\s+cgroup2 at /sys/fs/cgroup\b`).MatchString(text) {
-		t.Errorf("corral doctor did not choose cgroup2 at /sys/fs/cgroup")
-	}
-	if !strings.Contains(text, "ROOTPROCS= \n") && !strings.Contains(text, "ROOTPROCS=\n") {
-		t.Errorf("processes left in the namespace's root cgroup: want none")
-	}
-	if !strings.Contains(text, "SUPERVISOR=yes") {
-		t.Errorf("no supervisor cgroup")
-	}
+	return string(out)
 }
 
 // removeCgroupTree removes cg and the cgroups under it, children first. By
