@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
 
 // serveShutdownSlack is what serve adds to --grace for its shutdown
@@ -36,6 +39,14 @@ func TestMain(m *testing.M) {
 	tmpRoot = dir
 	code := m.Run()
 	os.RemoveAll(dir)
+	// Every server the tests started has exited; their connections with it.
+	http.DefaultClient.CloseIdleConnections()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
 	os.Exit(code)
 }
 
