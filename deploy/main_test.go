@@ -50,6 +50,9 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// raceBuild is true in a -race test binary (race_test.go).
+var raceBuild bool
+
 var corralBin struct {
 	once sync.Once
 	path string
@@ -65,7 +68,11 @@ func corral(t *testing.T) string {
 	}
 	corralBin.once.Do(func() {
 		p := filepath.Join(tmpRoot, "bin", "corral")
-		cmd := exec.Command("go", "build", "-o", p, "./cmd/corral")
+		args := []string{"build", "-o", p}
+		if raceBuild {
+			args = append(args, "-race")
+		}
+		cmd := exec.Command("go", append(args, "./cmd/corral")...)
 		cmd.Dir = ".."
 		if out, err := cmd.CombinedOutput(); err != nil {
 			corralBin.err = fmt.Errorf("go build ./cmd/corral: %v\n%s", err, out)
