@@ -179,13 +179,16 @@ func runServeCase(t *testing.T, bin string, sc serveCase) {
 	}
 	exited := make(chan error, 1)
 	logs := make(chan string, 1)
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
 		logs <- serving(stderr)
 		io.Copy(io.Discard, stderr) // until the process exits
 		exited <- cmd.Wait()
 	}()
 	t.Cleanup(func() {
-		cmd.Process.Kill()
+		cmd.Process.Kill() // os.ErrProcessDone once it was waited for
+		<-done
 	})
 
 	var addr string
