@@ -163,6 +163,12 @@ func runNested(t *testing.T, outer, inner string, crash bool) {
 		if !res.TimedOut {
 			t.Errorf("outer Result not timed out: %+v", res)
 		}
+		// The inner command lives in the outer leaf: the outer kill counts
+		// it as a member, not as an escapee caught outside (as the stale
+		// sweep of the inner instance did before issue 16, item 5).
+		if outer != "pgroup" && inner != "pgroup" && res.Kill.Escapees != 0 {
+			t.Errorf("outer kill found %d escapees, want 0: the inner tree was outside the outer leaf", res.Kill.Escapees)
+		}
 	}
 	if pidfd < 0 {
 		t.Fatal("the inner command never wrote its PID")
