@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -187,5 +188,65 @@ func TestSweepSparesSupervisorLeaf(t *testing.T) {
 	sweepStale(mnt, safety.Name())
 	if fileExists(inst) {
 		t.Errorf("the sweep left %s once its supervisor leaf was empty", inst)
+	}
+}
+
+// TestOuterCgroupHoldsLeaves: a supervisor started inside an outer cgroup
+// (the safety cgroup, as a container's) makes its command's leaves beneath
+// it, so the outer pids.max counts the command and the outer kill ends it:
+// cgroup.kill of the outer v2 cgroup on cgroup2, the freeze-kill-thaw loop
+// on the outer v1 freezer cgroup on cgroup1. The outer kill also ends the
+// supervisor and its watchdog; before nesting (issue 16, item 5) the
+// command's leaves were beside the outer cgroup and the command lived on.
+func TestOuterCgroupHoldsLeaves(t *testing.T) {
+	for _, tier := range []Tier{TierCgroup2, TierCgroup1} {
+		t.Run(string(tier), func(t *testing.T) {
+			// A safety of its own: a cgroup that received cgroup.kill
+			// kills what is cloned into it later (see doc.go, "Kernel
+			// facts").
+			safety := proctest.Safe(t, safetyPids)
+			if !tierWorks(safety.Name(), tier) {
+				t.Skipf("tier %s does not work here", tier)
+			}
+			outer, used := safety.Dir(""), []string{"0::", ":pids:"}
+			if tier == TierCgroup1 {
+				outer, used = safety.Dir("freezer"), []string{":freezer:", ":pids:"}
+			}
+			if outer == "" {
+				t.Skipf("no safety cgroup in the %s hierarchy", tier)
+			}
+			entry, marker := proctest.Marker(t)
+			// The default parent, whose root placement would be outside
+			// the safety cgroup.
+			sup, wd := startHangingSupervisorIn(t, safety, "corral", "hang", tier, entry,
+				proctest.Command("sleep", lifetime)+" & echo ready; wait", "2")
+			defer reapOrphans(t, wd)
+			var n int
+			for _, p := range proctest.Survivors(marker) {
+				if p.PID == sup.Process.Pid {
+					continue // the supervisor lives in the outer cgroup itself
+				}
+				n++
+				b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", p.PID))
+				for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+					for _, u := range used {
+						if strings.Contains(line, u) && !strings.Contains(line, ":/"+safety.Name()+"/") {
+							t.Errorf("%v in %s, not beneath the outer cgroup /%s", p, line, safety.Name())
+						}
+					}
+				}
+			}
+			if n < 2 {
+				t.Fatalf("%d marked processes in the command, want 2", n)
+			}
+			if tier == TierCgroup2 {
+				if err := writeFile(filepath.Join(outer, "cgroup.kill"), "1"); err != nil {
+					t.Fatal(err)
+				}
+			} else if _, err := (&cgroup1{freezer: outer}).kill(time.Now().Add(5 * time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			proctest.NoSurvivors(t, marker, time.Second)
+		})
 	}
 }
