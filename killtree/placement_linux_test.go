@@ -62,10 +62,6 @@ func TestPlace(t *testing.T) {
 	}
 }
 
-func init() {
-	proctest.Register("leavehome", helperLeaveHome)
-}
-
 // helperLeaveHome moves itself out of its own v2 cgroup into the leaf
 // <own>/corral/<instance>/supervisor (leaveHome) and prints "moved <its v2
 // cgroup>", or "refused <error>".
