@@ -246,3 +246,35 @@ func TestOuterCgroupHoldsLeaves(t *testing.T) {
 		})
 	}
 }
+
+// TestBusyCgroup2: the v2 controllers listed in this process's own cgroup
+// are usable when it is the root or holds this process alone (it can move
+// out), and not when another process shares it (a file tree stands in for
+// the cgroup: this host may have no v2 controller).
+func TestBusyCgroup2(t *testing.T) {
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "svc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m := &mounts{v2: root, own: map[string]string{root: "/svc"}}
+	procs := filepath.Join(root, "svc", "cgroup.procs")
+	for _, tc := range []struct {
+		procs string
+		busy  bool
+	}{
+		{fmt.Sprintf("%d\n", os.Getpid()), false},         // alone: it moves out
+		{fmt.Sprintf("1\n%d\n", os.Getpid()), true},       // shared: nobody moves
+		{fmt.Sprintf("%d\n4194305\n", os.Getpid()), true}, // shared, listed after it
+	} {
+		if err := os.WriteFile(procs, []byte(tc.procs), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if got := m.busyCgroup2(filepath.Join(root, "svc")); (got != "") != tc.busy {
+			t.Errorf("cgroup.procs %q: busy %q, want busy %v", tc.procs, got, tc.busy)
+		}
+	}
+	m.own[root] = "/" // the root is exempt, whatever it holds
+	if got := m.busyCgroup2(root); got != "" {
+		t.Errorf("at the root: busy %q", got)
+	}
+}
