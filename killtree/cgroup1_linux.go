@@ -42,7 +42,7 @@ func newCgroup1(mnt *mounts, cfg Config, inst, id string, h *homes) (c *cgroup1,
 	if err != nil {
 		return nil, err
 	}
-	c = &cgroup1{freezer: fl.dir, suffix: "/" + rel, leaves: []v1leaf{fl}, homes: h}
+	c = &cgroup1{freezer: fl.dir, suffix: "/" + strings.TrimPrefix(rel, "/"), leaves: []v1leaf{fl}, homes: h}
 	defer func() {
 		if retErr != nil {
 			retErr = errors.Join(retErr, c.destroy())

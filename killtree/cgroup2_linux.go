@@ -14,7 +14,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// cgroup2 is a single-use cgroup v2 leaf <v2>/<parent>/<instance>/<id>. The
+// cgroup2 is a single-use cgroup v2 leaf <own>/<parent>/<instance>/<id> (see
+// place). The
 // child is born in it through clone3(CLONE_INTO_CGROUP) (SysProcAttr
 // UseCgroupFD, Go 1.20, Linux 5.7); it is killed with cgroup.kill (Linux
 // 5.14). It is never reused: on 6.18 a clone3 into a cgroup that was once
@@ -23,7 +24,7 @@ import (
 // cgroup; docs/killtree.md §2.5, E6b).
 type cgroup2 struct {
 	dir    string
-	suffix string   // "/<parent>/<instance>/<id>"
+	suffix string   // "/<parent>/<instance>/<id>", the end of the leaf's path in /proc/<pid>/cgroup
 	used   bool     // a command was started in it
 	v1     []v1leaf // hybrid hosts: the v1 pids leaf carrying pids.max
 	homes  *homes   // the thread trick's home cgroups; nil: read them at each start
@@ -41,11 +42,11 @@ func newCgroup2(mnt *mounts, cfg Config, inst, id string, h *homes) (c *cgroup2,
 		return nil, fmt.Errorf("killtree: no cgroup2 mount: %w", ErrUnavailable)
 	}
 	rel := filepath.Join(cfg.CgroupParent, inst, id)
-	dir, err := mkLeaf(mnt.v2, rel)
+	dir, err := mkLeaf(mnt.place(mnt.v2, rel))
 	if err != nil {
 		return nil, err
 	}
-	c = &cgroup2{dir: dir, suffix: "/" + rel, homes: h}
+	c = &cgroup2{dir: dir, suffix: "/" + strings.TrimPrefix(rel, "/"), homes: h}
 	defer func() {
 		if retErr != nil {
 			retErr = errors.Join(retErr, c.destroy())
@@ -95,13 +96,25 @@ func (c *cgroup2) limit(mnt *mounts, cfg Config, inst, rel string) error {
 	return nil
 }
 
-// enableControllers writes +ctrl into cgroup.subtree_control from the root
-// down to the instance directory, so the leaves get the controller's files.
-// None of these directories holds a process (no-internal-process rule): the
-// supervisor is not in them, and only leaves get commands.
+// enableControllers writes +ctrl into cgroup.subtree_control from the
+// cgroup the leaves are placed under (this process's own, or the root of
+// the v2 hierarchy mounted at root; see place) down to the instance
+// directory, so the leaves get the controller's files. None of these
+// directories may hold a process (the no-internal-process rule): only
+// leaves get commands, and when this process lives in the first one (its
+// own cgroup, not the root) and the kernel refuses with EBUSY, it moves
+// itself into a leaf of its own (leaveHome) and tries again. The
+// controllers must be delegated to that cgroup already (its
+// cgroup.controllers, which findMounts read): the ancestors above it are
+// not written.
 func enableControllers(root, parent, inst string, ctrls []string) error {
-	dirs := []string{root}
-	cur := root
+	mnt := findMounts()
+	first := mnt.place(root, "")
+	if strings.HasPrefix(parent, "/") {
+		first = root
+	}
+	dirs := []string{first}
+	cur := first
 	for _, el := range append(strings.Split(filepath.ToSlash(parent), "/"), inst) {
 		if el == "" {
 			continue
@@ -109,9 +122,16 @@ func enableControllers(root, parent, inst string, ctrls []string) error {
 		cur = filepath.Join(cur, el)
 		dirs = append(dirs, cur)
 	}
-	for _, d := range dirs { // every ancestor of the leaves
+	for i, d := range dirs { // every ancestor of the leaves
 		for _, ctl := range ctrls {
-			if err := writeFile(filepath.Join(d, "cgroup.subtree_control"), "+"+ctl); err != nil {
+			err := writeFile(filepath.Join(d, "cgroup.subtree_control"), "+"+ctl)
+			if err != nil && i == 0 && isBusy(err) && mnt.nested(root, parent) {
+				if _, lerr := leaveHome(d, dirs[len(dirs)-1]); lerr != nil {
+					return errors.Join(err, lerr)
+				}
+				err = writeFile(filepath.Join(d, "cgroup.subtree_control"), "+"+ctl)
+			}
+			if err != nil {
 				return err
 			}
 		}

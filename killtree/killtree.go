@@ -74,8 +74,10 @@ type Config struct {
 	// honoured where a memory controller is usable (cgroup v2 memory
 	// controller, Windows job memory limit).
 	MemoryMax int64
-	// CgroupParent is the cgroup, relative to each hierarchy's root, in which
-	// containments are nested as <CgroupParent>/<instance>/<command>.
+	// CgroupParent is the cgroup, relative to this process's own cgroup in
+	// each hierarchy, in which containments are nested as
+	// <CgroupParent>/<instance>/<command> (see doc.go, "Names on disk"); one
+	// beginning with "/" is relative to each hierarchy's root instead.
 	// "" means "corral".
 	CgroupParent string
 	// SoleTree declares that this process runs one tree at a time and

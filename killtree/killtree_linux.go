@@ -85,7 +85,10 @@ func newPlatform(cfg Config, tier Tier) (*platform, error) {
 		p.wd = wd
 	}
 	if tier == TierCgroup2 || tier == TierCgroup1 {
-		p.homes = &homes{parent: cfg.CgroupParent}
+		p.homes = &homes{}
+		for _, root := range p.mnt.trickRoots() {
+			p.homes.under = append(p.homes.under, p.mnt.cgroupPath(root, cfg.CgroupParent))
+		}
 		p.prep = newPreparer(p.newContainment)
 	}
 	return p, nil

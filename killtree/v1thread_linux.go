@@ -18,9 +18,11 @@ type v1leaf struct {
 	dir  string // the leaf
 }
 
-// mkV1Leaf creates the v1 leaf root/rel of controller ctrl.
+// mkV1Leaf creates the v1 leaf rel of controller ctrl, whose hierarchy is
+// mounted at root, where place puts it: beneath this process's own cgroup
+// in that hierarchy unless rel is absolute.
 func mkV1Leaf(ctrl, root, rel string) (v1leaf, error) {
-	dir, err := mkLeaf(root, rel)
+	dir, err := mkLeaf(findMounts().place(root, rel))
 	if err != nil {
 		return v1leaf{}, err
 	}
@@ -126,7 +128,7 @@ func (th thread) goHome(leaves []v1leaf) error {
 // a thread whose cached home was removed meanwhile goes to the hierarchy's
 // root (goHome). Safe for concurrent use; a nil *homes knows nothing.
 type homes struct {
-	parent string // Config.CgroupParent: a path under it is a containment, never a home
+	under []string // the cgroup paths the containments are placed under (mounts.cgroupPath of Config.CgroupParent): a path under one is a containment, never a home
 
 	mu    sync.Mutex
 	path  map[string]string    // controller -> home; guarded by mu
@@ -177,11 +179,13 @@ func (h *homes) refresh(roots map[string]string) {
 // inParent reports whether cgroup path p lies under the containments'
 // parent, where no thread of ours lives but for a start.
 func (h *homes) inParent(p string) bool {
-	parent := strings.Trim(filepath.ToSlash(h.parent), "/")
-	if parent == "" {
-		return false
+	for _, u := range h.under {
+		u = "/" + strings.Trim(filepath.ToSlash(u), "/")
+		if u != "/" && (p == u || strings.HasPrefix(p, u+"/")) {
+			return true
+		}
 	}
-	return p == "/"+parent || strings.HasPrefix(p, "/"+parent+"/")
+	return false
 }
 
 // tasks returns the open tasks file of ctrl's home, or nil.
