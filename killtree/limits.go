@@ -157,6 +157,28 @@ func (t *Tree) Usage() Usage {
 	return u
 }
 
+// LiveUsage is Usage for a tree that may still run, safe to call at any
+// time and concurrently with the caller's cmd.Wait: the containment's
+// accounting where it has one, and for what it lacks, the rusage of the
+// orphans killtree reaped so far (not the leader's, whose status the
+// caller owns). After Close it reads nothing of the removed containment.
+func (t *Tree) LiveUsage() Usage {
+	var u Usage
+	if a, ok := t.c.(accountant); ok {
+		u = a.usage()
+	}
+	t.mu.Lock()
+	r := t.reaped
+	t.mu.Unlock()
+	if !u.CPUFromCgroup {
+		u.CPUUser, u.CPUSystem = r.CPUUser, r.CPUSystem
+	}
+	if !u.MemoryFromCgroup {
+		u.PeakMemory = r.PeakMemory
+	}
+	return u
+}
+
 // accountant is a containment that keeps its own accounting (the cgroup
 // tiers, the job tier).
 type accountant interface {

@@ -365,7 +365,7 @@ func limitsDoc(tier Tier, mnt *mounts) []LimitStatus {
 	case TierCgroup2, TierCgroup1:
 		isV2 := tier == TierCgroup2
 		return []LimitStatus{
-			pick(LimitMemory, "memory.max, swap 0, oom.group", "memory.limit_in_bytes (+memsw); corral kills the tree after an OOM kill", "memory", isV2),
+			pick(LimitMemory, "memory.max, swap 0, oom.group", "memory.limit_in_bytes (+memsw); v1 has no oom.group: corral kills the tree at the OOM notification", "memory", isV2),
 			pick(LimitCPUs, "cpu.max", "cpu.cfs_quota_us", "cpu", isV2),
 			pick(LimitPids, "pids.max", "pids.max", "pids", isV2),
 		}

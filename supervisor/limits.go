@@ -99,20 +99,25 @@ func (s *Supervisor) checkLimits(l Limits) error {
 	return nil
 }
 
-// checkOwnLimits validates a supervisor's own limits (Config.Containment) by
-// the same bounds a request's are held to; New calls it.
+// checkOwnLimits validates a supervisor's own limits (Config.Containment)
+// by the same bounds a request's are held to; New calls it. Its error is a
+// *RequestError (ErrInvalidRequest), so that a CLI whose flags set them can
+// report it as bad input.
 func checkOwnLimits(c killtree.Config) error {
+	bad := func(format string, args ...any) error {
+		return &RequestError{Reason: fmt.Sprintf(format, args...)}
+	}
 	switch {
 	case c.MemoryMax < 0:
-		return fmt.Errorf("supervisor: memory limit must be 0 (none) or positive, got %d", c.MemoryMax)
+		return bad("memory limit must be 0 (none) or positive, got %d", c.MemoryMax)
 	case c.MemoryMax > 0 && c.MemoryMax < MinMemoryBytes:
-		return fmt.Errorf("supervisor: memory limit must be at least %s, got %d bytes", sizeString(MinMemoryBytes), c.MemoryMax)
+		return bad("memory limit must be at least %s, enough for a shell to start, got %d bytes", sizeString(MinMemoryBytes), c.MemoryMax)
 	case math.IsNaN(c.CPUs) || math.IsInf(c.CPUs, 0) || c.CPUs < 0:
-		return fmt.Errorf("supervisor: cpus must be 0 (none) or positive, got %v", c.CPUs)
+		return bad("cpus must be 0 (none) or positive, got %v", c.CPUs)
 	case c.CPUs > 0 && c.CPUs < MinCPUs:
-		return fmt.Errorf("supervisor: cpus must be at least %g, got %g", MinCPUs, c.CPUs)
+		return bad("cpus must be at least %g, got %g", MinCPUs, c.CPUs)
 	case c.CPUs > float64(runtime.NumCPU()):
-		return fmt.Errorf("supervisor: cpus must be at most %d, the CPUs of this machine, got %g", runtime.NumCPU(), c.CPUs)
+		return bad("cpus must be at most %d, the CPUs of this machine, got %g", runtime.NumCPU(), c.CPUs)
 	}
 	return nil
 }
@@ -133,18 +138,17 @@ func limitNote(reached killtree.Limit, lim killtree.Limits, killer killtree.OOMK
 	return ""
 }
 
-// sizeString formats a byte count the way the flags take it: "256 MiB",
-// "1.5 GiB", "1000 bytes".
+// sizeString formats a byte count with the largest binary unit it holds
+// at least one of, to two decimals at most: "256 MiB", "1.5 GiB", "1000
+// bytes".
 func sizeString(n int64) string {
 	for _, u := range []struct {
 		name string
 		size int64
 	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
 		if n >= u.size {
-			v := float64(n) / float64(u.size)
-			if n%(u.size/100) == 0 || v >= 100 {
-				return strconv.FormatFloat(math.Round(v*100)/100, 'f', -1, 64) + " " + u.name
-			}
+			v := math.Round(float64(n)/float64(u.size)*100) / 100
+			return strconv.FormatFloat(v, 'f', -1, 64) + " " + u.name
 		}
 	}
 	return strconv.FormatInt(n, 10) + " bytes"

@@ -78,6 +78,7 @@ type serverFlags struct {
 	grace          float64
 	logFormat      string
 	logLevel       string
+	limits         limitFlags
 }
 
 func (m *Main) serverFlagSet(name, usageText string, f *serverFlags, network bool) *flag.FlagSet {
@@ -104,6 +105,7 @@ func (m *Main) serverFlagSet(name, usageText string, f *serverFlags, network boo
 	fs.StringVar(&f.containment, "containment", m.Getenv("CORRAL_CONTAINMENT"), "force a containment `tier`: cgroup2, cgroup1 or pgroup (default: the strongest that works; $CORRAL_CONTAINMENT)")
 	fs.BoolVar(&f.reaper, "reaper", false, "run every command under a reaper of its own, which catches the daemons that leave their session and environment on every tier (a Go runtime start per command)")
 	fs.Float64Var(&f.grace, "grace", supervisor.DefaultGrace.Seconds(), "`seconds` between SIGTERM and SIGKILL on the way down (0: SIGKILL at once)")
+	f.limits.register(fs)
 	fs.StringVar(&f.logFormat, "log-format", "json", "log format on stderr: json or console")
 	fs.StringVar(&f.logLevel, "log-level", "info", "least log `level`: debug, info, warn or error")
 	return fs
@@ -149,12 +151,16 @@ func (m *Main) newServer(f serverFlags, token, hint string, log zerolog.Logger) 
 	if err != nil || retainedBytes < 1 {
 		return nil, nil, 0, fmt.Errorf("--max-retained-bytes: want a positive size such as 65536, 512KiB or 64MiB, got %q", f.retainedBytes)
 	}
+	containment := killtree.Config{Tier: killtree.Tier(f.containment), Reaper: f.reaper}
+	if err := f.limits.apply(&containment); err != nil {
+		return nil, nil, 0, err
+	}
 	sup, err := supervisor.New(supervisor.Config{
 		DataDir:          f.dataDir,
 		Grace:            grace,
 		Scrub:            []string{tokenEnv},
 		User:             f.runAs,
-		Containment:      killtree.Config{Tier: killtree.Tier(f.containment), Reaper: f.reaper},
+		Containment:      containment,
 		Logger:           &supLog,
 		TimeoutHint:      hint,
 		MaxRetainedJobs:  f.retainedJobs,
