@@ -18,7 +18,7 @@ type limitFlags struct {
 }
 
 func (l *limitFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&l.memoryMax, "memory-max", "0", "memory limit of a command's whole tree, a `size` such as 512M or 2GiB (0: none); the kernel kills the tree past it")
+	fs.StringVar(&l.memoryMax, "memory-max", "0", "memory limit of a command's whole tree, a `size` such as 512M or 2GiB (0: none); the tree is killed when it runs out")
 	fs.Float64Var(&l.cpus, "cpus", 0, "CPU limit of a command's whole tree, in `CPUs` such as 1.5 (0: none)")
 	fs.IntVar(&l.pidsMax, "pids-max", killtree.DefaultPidsMax, "most tasks (processes and threads) of a command's tree (0: none)")
 }

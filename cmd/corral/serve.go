@@ -293,13 +293,13 @@ func (f serverFlags) checkConnLimits() error {
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
 // parseSize parses a byte count with an optional unit, powers of 1024: K,
-// M, G or T, alone or with B or iB ("512M", "64MiB", "1.5G").
+// M, G or T, alone or with iB ("512M", "64MiB", "1.5G").
 func parseSize(v string) (int64, error) {
 	t := strings.TrimSpace(v)
 	num := strings.TrimRightFunc(t, func(r rune) bool { return r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' })
 	mult, ok := sizeUnits[strings.ToUpper(strings.TrimSpace(t[len(num):]))]
 	if !ok {
-		return 0, fmt.Errorf("unknown unit in %q (K, M, G, T, as in 512M or 64MiB)", v)
+		return 0, fmt.Errorf("unknown unit in %q (K, M, G or T, alone or with iB, as in 512M or 64MiB)", v)
 	}
 	n, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
 	if err != nil {
@@ -311,12 +311,13 @@ func parseSize(v string) (int64, error) {
 	return int64(n * float64(mult)), nil
 }
 
-// sizeUnits are the units parseSize takes, all powers of 1024.
-var sizeUnits = map[string]int64{"": 1, "B": 1,
-	"K": 1 << 10, "KB": 1 << 10, "KIB": 1 << 10,
-	"M": 1 << 20, "MB": 1 << 20, "MIB": 1 << 20,
-	"G": 1 << 30, "GB": 1 << 30, "GIB": 1 << 30,
-	"T": 1 << 40, "TB": 1 << 40, "TIB": 1 << 40}
+// sizeUnits are the units parseSize takes, all powers of 1024. KB, MB and
+// GB are refused: whether they mean 1000 or 1024 is anyone's guess.
+var sizeUnits = map[string]int64{"": 1,
+	"K": 1 << 10, "KIB": 1 << 10,
+	"M": 1 << 20, "MIB": 1 << 20,
+	"G": 1 << 30, "GIB": 1 << 30,
+	"T": 1 << 40, "TIB": 1 << 40}
 
 // listenAddr is where ln listens, as --listen spells it (the port chosen
 // for :0 included).
