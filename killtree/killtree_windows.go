@@ -138,3 +138,21 @@ func (c *jobC) destroy() error {
 }
 
 func (c *jobC) dirs() []string { return nil }
+
+// reached is never known here: the job's limits refuse an allocation or a
+// process creation inside the process, they kill nothing.
+func (c *jobC) reached() Limit { return "" }
+
+// usage is the job's accounting (winJob.usage); zero once destroyed.
+func (c *jobC) usage() Usage {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.j == nil {
+		return Usage{}
+	}
+	u, err := c.j.usage()
+	if err != nil {
+		return Usage{}
+	}
+	return u
+}

@@ -342,3 +342,98 @@ func BenchmarkSpawnLimits(b *testing.B) {
 	b.ReportMetric(0, "ns/op")
 	b.Logf("tier %s", plain.Tier())
 }
+
+// BenchmarkOOMKill measures, on each cgroup tier, the time from the OOM
+// notification of a containment holding a 1,000-process tree (a binary
+// tree of 1,023 `sleep`s beside a Python that allocates 2 GiB under a 1 GiB
+// limit) to the tree confirmed empty and its leader reaped: what the
+// supervisor waits for before it makes the Result. The notification is the
+// benchmark's own eventfd on the leaf's memory.oom_control, registered
+// before the allocation starts.
+//
+//	go test -run '^$' -bench BenchmarkOOMKill -benchtime 1x ./killtree/
+func BenchmarkOOMKill(b *testing.B) {
+	out, err := exec.Command("python3", "-c", "import sys; print(sys.executable)").Output()
+	if err != nil {
+		b.Skipf("no python3: %v", err)
+	}
+	py := strings.TrimSpace(string(out))
+	safety := proctest.Safe(b, safetyPids)
+	safety.LimitMemory(3 << 30)
+	for _, tier := range []Tier{TierCgroup2, TierCgroup1} {
+		b.Run(string(tier), func(b *testing.B) {
+			if !tierWorks(safety.Name(), tier) {
+				b.Skipf("tier %s does not work here", tier)
+			}
+			m, err := New(Config{Tier: tier, CgroupParent: safety.Name(), PidsMax: safetyPids})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer m.Close()
+			var total time.Duration
+			for range b.N {
+				total += oomKillOnce(b, m, py)
+			}
+			b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "oom-to-empty-ms")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
+
+// oomKillOnce runs one tree of BenchmarkOOMKill and returns the time from
+// the OOM notification to the tree confirmed empty and reaped.
+func oomKillOnce(b *testing.B, m *Manager, py string) time.Duration {
+	entry, marker := proctest.Marker(b)
+	defer proctest.NoSurvivors(b, marker, time.Second)
+	trigger := filepath.Join(b.TempDir(), "go")
+	script := "b() { if [ $1 -gt 0 ]; then b $(($1-1)) & b $(($1-1)) & fi; exec sleep 120; }; b 9 & " +
+		"while [ ! -e " + trigger + " ]; do sleep 0.05; done; " + py + " -c 'b = bytearray(2 << 30)'; sleep 120"
+	cmd := exec.Command("bash", "-c", script)
+	cmd.Env = append(os.Environ(), entry)
+	tr, err := m.StartLimited(cmd, Limits{MemoryBytes: 1 << 30})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tr.Close()
+	var leaf string
+	for _, d := range tr.c.dirs() {
+		if _, err := os.Stat(filepath.Join(d, "memory.oom_control")); err == nil {
+			leaf = d
+		}
+	}
+	ev := (&cgLimits{mem: leaf, lim: Limits{MemoryBytes: 1}}).oomEventFD()
+	if ev == nil {
+		b.Fatal("cannot watch the OOM of the leaf")
+	}
+	defer ev.Close()
+	for deadline := time.Now().Add(5 * time.Minute); ; time.Sleep(50 * time.Millisecond) { // polling a count
+		if n, _ := tr.Members(); n >= 1000 {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("the tree never reached 1,000 processes")
+		}
+	}
+	if err := os.WriteFile(trigger, nil, 0o600); err != nil {
+		b.Fatal(err)
+	}
+	var buf [8]byte
+	if _, err := ev.Read(buf[:]); err != nil {
+		b.Fatal(err)
+	}
+	oom := time.Now()
+	<-tr.Exited()
+	exited := time.Since(oom)
+	rep, err := tr.Kill()
+	if err != nil {
+		b.Fatal(err)
+	}
+	_ = cmd.Wait() // killed
+	took := time.Since(oom)
+	b.Logf("%s: leader dead after %v, tree empty and reaped after %v (the last Kill: %+v); load average %.1f",
+		m.Tier(), exited, took, rep, loadAverage())
+	if tr.Reached() != LimitMemory {
+		b.Errorf("Reached = %q", tr.Reached())
+	}
+	return took
+}
