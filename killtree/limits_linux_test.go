@@ -437,3 +437,4 @@ func oomKillOnce(b *testing.B, m *Manager, py string) time.Duration {
 	}
 	return took
 }
+
