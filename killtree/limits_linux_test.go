@@ -437,4 +437,3 @@ func oomKillOnce(b *testing.B, m *Manager, py string) time.Duration {
 	}
 	return took
 }
-
