@@ -24,10 +24,12 @@ import (
 // cgroup; docs/killtree.md §2.5, E6b).
 type cgroup2 struct {
 	dir    string
-	suffix string   // "/<parent>/<instance>/<id>", the end of the leaf's path in /proc/<pid>/cgroup
-	used   bool     // a command was started in it
-	v1     []v1leaf // hybrid hosts: the v1 pids leaf carrying pids.max
-	homes  *homes   // the thread trick's home cgroups; nil: read them at each start
+	suffix string     // "/<parent>/<instance>/<id>", the end of the leaf's path in /proc/<pid>/cgroup
+	used   bool       // a command was started in it
+	v1     []v1leaf   // hybrid hosts: the v1 pids leaf carrying pids.max
+	homes  *homes     // the thread trick's home cgroups; nil: read them at each start
+	lims   cgLimits   // memory and CPU limits, accounting
+	oom    readCloser // the OOM notification of a v1 memory leaf, armed by start; nil
 
 	mu        sync.Mutex
 	destroyed bool // guarded by mu
@@ -58,24 +60,19 @@ func newCgroup2(mnt *mounts, cfg Config, inst, id string, h *homes) (c *cgroup2,
 	return c, nil
 }
 
-// limit applies pids.max (v2 controller, else the v1 pids hierarchy) and
-// memory.max (v2 controller only).
+// limit applies pids.max (v2 controller, else the v1 pids hierarchy), then
+// the memory and CPU limits (cgLimits.makeLimits).
 func (c *cgroup2) limit(mnt *mounts, cfg Config, inst, rel string) error {
-	var ctrls []string
+	c.lims.v2 = c.dir
 	if cfg.PidsMax > 0 && mnt.v2ctrl["pids"] {
-		ctrls = append(ctrls, "pids")
-	}
-	if cfg.MemoryMax > 0 && mnt.v2ctrl["memory"] {
-		ctrls = append(ctrls, "memory")
-	}
-	if len(ctrls) > 0 {
-		if err := enableControllers(mnt.v2, cfg.CgroupParent, inst, ctrls); err != nil {
+		if err := enableControllers(mnt.v2, cfg.CgroupParent, inst, []string{"pids"}); err != nil {
 			return err
 		}
 	}
 	if cfg.PidsMax > 0 {
 		switch {
 		case mnt.v2ctrl["pids"]:
+			c.lims.v2pids = true
 			if err := writeFile(filepath.Join(c.dir, "pids.max"), strconv.Itoa(cfg.PidsMax)); err != nil {
 				return err
 			}
@@ -85,16 +82,37 @@ func (c *cgroup2) limit(mnt *mounts, cfg Config, inst, rel string) error {
 				return err
 			}
 			c.v1 = append(c.v1, l)
+			c.lims.pids = l.dir
 			if err := writeFile(filepath.Join(l.dir, "pids.max"), strconv.Itoa(cfg.PidsMax)); err != nil {
 				return err
 			}
 		}
 	}
-	if cfg.MemoryMax > 0 && mnt.v2ctrl["memory"] {
-		return writeFile(filepath.Join(c.dir, "memory.max"), strconv.FormatInt(cfg.MemoryMax, 10))
+	leaves, err := c.lims.makeLimits(mnt, cfg, inst, rel)
+	c.v1 = append(c.v1, leaves...)
+	return err
+}
+
+// writePids writes the pids limit (0: none) where limit put it.
+func (c *cgroup2) writePids(n int) error {
+	v := "max"
+	if n > 0 {
+		v = strconv.Itoa(n)
+	}
+	switch {
+	case c.lims.v2pids:
+		return writeFile(filepath.Join(c.dir, "pids.max"), v)
+	case c.lims.pids != "":
+		return writeFile(filepath.Join(c.lims.pids, "pids.max"), v)
 	}
 	return nil
 }
+
+func (c *cgroup2) retune(want Limits) bool { return c.lims.retune(want, c.writePids) }
+func (c *cgroup2) reached() Limit          { return c.lims.reached() }
+func (c *cgroup2) usage() Usage            { return c.lims.usage() }
+func (c *cgroup2) oomGroup() bool          { return c.lims.v2mem }
+func (c *cgroup2) oomEvents() readCloser   { return c.oom }
 
 // enableControllers writes +ctrl into cgroup.subtree_control from the
 // cgroup the leaves are placed under (this process's own, or the root of
@@ -152,6 +170,7 @@ func (c *cgroup2) start(cmd *exec.Cmd) error {
 	attr := setSession(cmd)
 	attr.UseCgroupFD = true
 	attr.CgroupFD = fd
+	c.oom = c.lims.oomEventFD()
 	return startInV1(c.v1, c.homes, cmd.Start)
 }
 
@@ -204,6 +223,9 @@ func (c *cgroup2) destroy() error {
 		return nil
 	}
 	c.destroyed = true
+	if c.oom != nil {
+		_ = c.oom.Close() // the Tree closed it already, unless the start failed
+	}
 	errs := []error{rmTree(c.dir)}
 	for _, l := range c.v1 {
 		errs = append(errs, rmTree(l.dir))

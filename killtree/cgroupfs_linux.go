@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -94,19 +95,24 @@ func (m *mounts) roots() []string {
 	if m.v2 != "" {
 		out = append(out, m.v2)
 	}
-	for _, c := range []string{"freezer", "pids"} { // pids last: its leaves die with the others
-		if r := m.v1[c]; r != "" {
+	for _, c := range v1Controllers { // pids last: its leaves die with the others
+		if r := m.v1[c]; r != "" && !slices.Contains(out, r) { // co-mounted: one root
 			out = append(out, r)
 		}
 	}
 	return out
 }
 
-// trickRoots maps the v1 controllers whose leaves a start joins through the
-// thread trick (freezer, pids) to their mount points.
+// v1Controllers are the v1 hierarchies killtree may make leaves in: freezer
+// (the cgroup1 tier), memory, cpu and cpuacct (limits and accounting, see
+// cgLimits), pids (the fork limit).
+var v1Controllers = []string{"freezer", "memory", "cpu", "cpuacct", "pids"}
+
+// trickRoots maps the v1 controllers whose leaves a start may join through
+// the thread trick to their mount points.
 func (m *mounts) trickRoots() map[string]string {
 	out := map[string]string{}
-	for _, c := range []string{"freezer", "pids"} {
+	for _, c := range v1Controllers {
 		if r := m.v1[c]; r != "" {
 			out[c] = r
 		}

@@ -90,9 +90,6 @@ func probeCgroup2(cfg Config) TierStatus {
 	default:
 		details = append(details, "no pids controller: no fork limit")
 	}
-	if cfg.MemoryMax > 0 && !mnt.v2ctrl["memory"] {
-		details = append(details, "no v2 memory controller: MemoryMax ignored")
-	}
 	if killSeqBug(c) {
 		details = append(details, "kernel kills a child cloned into a once-killed cgroup (kill_seq); leaves are single-use")
 	}

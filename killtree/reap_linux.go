@@ -2,6 +2,7 @@ package killtree
 
 import (
 	"errors"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -22,13 +23,15 @@ func (t *Tree) reapZombies(ps []proc) int {
 			continue
 		}
 		var ws unix.WaitStatus
-		got, err := unix.Wait4(p.pid, &ws, unix.WNOHANG, nil)
+		var ru unix.Rusage
+		got, err := unix.Wait4(p.pid, &ws, unix.WNOHANG, &ru)
 		for errors.Is(err, unix.EINTR) {
-			got, err = unix.Wait4(p.pid, &ws, unix.WNOHANG, nil)
+			got, err = unix.Wait4(p.pid, &ws, unix.WNOHANG, &ru)
 		}
 		switch {
 		case err == nil && got == p.pid:
 			n++
+			t.addReaped(&ru)
 		case err == nil: // not waitable yet: look again
 			pending = true
 		}
@@ -57,4 +60,14 @@ func (t *Tree) ours(p proc) bool {
 		return false
 	}
 	return !ownedElsewhere(p.pid)
+}
+
+// addReaped adds the rusage of an orphan this tree reaped to its usage
+// (Tree.Usage's rusage source).
+func (t *Tree) addReaped(ru *unix.Rusage) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.reaped.CPUUser += time.Duration(ru.Utime.Nano())
+	t.reaped.CPUSystem += time.Duration(ru.Stime.Nano())
+	t.reaped.PeakMemory = max(t.reaped.PeakMemory, ru.Maxrss*1024) // KiB (getrusage(2))
 }

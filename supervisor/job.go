@@ -106,6 +106,11 @@ type JobInfo struct {
 	StartedAt   time.Time `json:"startedAt"`
 	StdoutBytes int64     `json:"stdoutBytes"`
 	StderrBytes int64     `json:"stderrBytes"`
+	// Usage is what the job's tree used so far: live from the
+	// containment's accounting while it runs (on pgroup, where there is
+	// none, the CPU time and peak of the processes the tree already
+	// reaped), the final Result's once it exited.
+	Usage *Usage `json:"usage,omitempty"`
 }
 
 // JobOutput is one cursor read of a job's stream. After is the cursor the
@@ -383,11 +388,18 @@ func (j *job) exited() (*Result, bool) {
 
 func (j *job) info() JobInfo {
 	state := JobRunning
-	if _, ok := j.exited(); ok {
+	res, ok := j.exited()
+	usage := func() *Usage {
+		if ok {
+			return res.Usage
+		}
+		return usageOf(j.p.tree.LiveUsage())
+	}()
+	if ok {
 		state = JobExited
 	}
 	return JobInfo{ID: j.id, Command: j.command, State: state, Pid: j.p.tree.Pid(), StartedAt: j.started,
-		StdoutBytes: j.p.out.tail.Counts().TotalBytes, StderrBytes: j.p.err.tail.Counts().TotalBytes}
+		StdoutBytes: j.p.out.tail.Counts().TotalBytes, StderrBytes: j.p.err.tail.Counts().TotalBytes, Usage: usage}
 }
 
 // Jobs lists every job, running or retained, oldest first.

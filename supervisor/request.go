@@ -90,6 +90,9 @@ type Request struct {
 	// Result comes from the job API and covers all its output. It must not
 	// exceed the timeout, and needs a free job slot (ErrTooManyJobs).
 	Yield time.Duration
+	// Limits caps the command's memory, CPU and tasks; zero fields take
+	// the supervisor's defaults, which are also the most a request may ask.
+	Limits Limits
 	// StdoutPolicy and StderrPolicy choose which end of a stream the model
 	// sees; "" means head for stdout and tail for stderr.
 	StdoutPolicy, StderrPolicy budget.Policy
@@ -184,6 +187,9 @@ func (s *Supervisor) validate(r Request) (validated, error) {
 		if err := checkEnvName(k); err != nil {
 			return bad("unset: %v", err)
 		}
+	}
+	if err := s.checkLimits(r.Limits); err != nil {
+		return bad("%s", err)
 	}
 	if v.Session == "" {
 		v.Session = "default"

@@ -31,6 +31,17 @@ type Result struct {
 	// printed so far, and ExitCode is nil with Signal empty.
 	Running bool   `json:"running,omitempty"`
 	JobID   string `json:"jobId,omitempty"`
+	// Limit names the limit the command ran into: "memory" (an OOM kill in
+	// its containment) or "pids" (a fork refused at its pids limit); ""
+	// when none. The stderr note then says it in words.
+	Limit string `json:"limit,omitempty"`
+	// Usage is what the whole tree used (see Usage for the sources); nil
+	// only in a Running result.
+	Usage *Usage `json:"usage,omitempty"`
+	// LimitsNotEnforced lists the limits that applied to the command but
+	// that its tier does not enforce here ("memory", "cpus", "pids"); the
+	// command ran without them.
+	LimitsNotEnforced []string `json:"limitsNotEnforced,omitempty"`
 }
 
 // KillInfo says what the way down did.

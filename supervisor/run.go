@@ -147,7 +147,8 @@ func (s *Supervisor) start(v validated) (_ *proc, retErr error) {
 		p.state.prepare(cmd)
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, wOut, wErr
-	tree, err := s.trees.Start(cmd)
+	tree, err := s.trees.StartLimited(cmd, killtree.Limits{
+		MemoryBytes: v.Limits.MemoryBytes, CPUs: v.Limits.CPUs, Pids: v.Limits.Pids})
 	if errors.Is(err, syscall.E2BIG) {
 		return nil, argSizeError(cmd, err)
 	}
@@ -252,6 +253,8 @@ func (p *proc) finish(end ending) Result {
 			p.s.wentIdle()
 		}
 	}()
+	// Read before Close removes the containment that keeps them.
+	usage, reached := p.tree.Usage(), p.tree.Reached()
 	alive := p.tree.Survivors()
 	if len(alive) == 0 {
 		if err := p.tree.Close(); err != nil {
@@ -278,6 +281,11 @@ func (p *proc) finish(end ending) Result {
 		Aborted:    end == endAborted,
 		DurationMs: time.Since(p.begin).Milliseconds(),
 		Kill:       p.kill,
+		Limit:      string(reached),
+		Usage:      usageOf(usage),
+	}
+	for _, l := range p.tree.NotEnforced() {
+		res.LimitsNotEnforced = append(res.LimitsNotEnforced, string(l))
 	}
 	code, sig := exitStatus(p.cmd.ProcessState)
 	if c, s, ok := shellExit(p.tree); ok { // the leader was the shell's reaper
@@ -302,6 +310,7 @@ func (p *proc) finish(end ending) Result {
 	res.Stdout, res.StdoutInfo = p.shape(p.out, Stdout)
 	res.Stderr, res.StderrInfo = p.shape(p.err, Stderr)
 	res.Stderr = withNote(withNote(res.Stderr, stateNote), p.s.note(end, p.v, p.kill, alive))
+	res.Stderr = withNote(res.Stderr, limitNote(reached, p.tree.Limits(), p.tree.OOMKiller()))
 	res.Truncated = res.StdoutInfo.Truncated || res.StderrInfo.Truncated
 
 	if p.v.OnEvent != nil {

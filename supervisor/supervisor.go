@@ -203,6 +203,9 @@ func New(cfg Config) (*Supervisor, error) {
 	if s.liveCap <= 0 {
 		s.liveCap = DefaultLiveCap
 	}
+	if err := checkOwnLimits(cfg.Containment); err != nil {
+		return nil, err
+	}
 	if err := s.jobs.init(cfg); err != nil {
 		return nil, err
 	}

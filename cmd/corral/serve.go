@@ -78,6 +78,7 @@ type serverFlags struct {
 	grace          float64
 	logFormat      string
 	logLevel       string
+	limits         limitFlags
 }
 
 func (m *Main) serverFlagSet(name, usageText string, f *serverFlags, network bool) *flag.FlagSet {
@@ -104,6 +105,7 @@ func (m *Main) serverFlagSet(name, usageText string, f *serverFlags, network boo
 	fs.StringVar(&f.containment, "containment", m.Getenv("CORRAL_CONTAINMENT"), "force a containment `tier`: cgroup2, cgroup1 or pgroup (default: the strongest that works; $CORRAL_CONTAINMENT)")
 	fs.BoolVar(&f.reaper, "reaper", false, "run every command under a reaper of its own, which catches the daemons that leave their session and environment on every tier (a Go runtime start per command)")
 	fs.Float64Var(&f.grace, "grace", supervisor.DefaultGrace.Seconds(), "`seconds` between SIGTERM and SIGKILL on the way down (0: SIGKILL at once)")
+	f.limits.register(fs)
 	fs.StringVar(&f.logFormat, "log-format", "json", "log format on stderr: json or console")
 	fs.StringVar(&f.logLevel, "log-level", "info", "least log `level`: debug, info, warn or error")
 	return fs
@@ -161,13 +163,17 @@ func (m *Main) newServer(f serverFlags, token, hint string, log zerolog.Logger) 
 	if err != nil || retainedBytes < 1 {
 		return nil, nil, 0, fmt.Errorf("--max-retained-bytes: want a positive size such as 65536, 512KiB or 64MiB, got %q", f.retainedBytes)
 	}
+	containment := killtree.Config{Tier: killtree.Tier(f.containment), Reaper: f.reaper}
+	if err := f.limits.apply(&containment); err != nil {
+		return nil, nil, 0, err
+	}
 	sup, err := supervisor.New(supervisor.Config{
 		ReturnIdleMemory: true,
 		DataDir:          f.dataDir,
 		Grace:            grace,
 		Scrub:            []string{tokenEnv},
 		User:             f.runAs,
-		Containment:      killtree.Config{Tier: killtree.Tier(f.containment), Reaper: f.reaper},
+		Containment:      containment,
 		Logger:           &supLog,
 		TimeoutHint:      hint,
 		MaxRetainedJobs:  f.retainedJobs,
@@ -299,27 +305,32 @@ func (f serverFlags) checkConnLimits() error {
 // seconds converts flag seconds to a Duration.
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
-// parseSize parses a byte count with an optional KiB, MiB or GiB suffix.
+// parseSize parses a byte count with an optional unit, powers of 1024: K,
+// M, G or T, alone or with iB ("512M", "64MiB", "1.5G").
 func parseSize(v string) (int64, error) {
-	mult := int64(1)
-	for _, u := range []struct {
-		suffix string
-		mult   int64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}} {
-		if n, ok := strings.CutSuffix(v, u.suffix); ok {
-			v, mult = strings.TrimSpace(n), u.mult
-			break
-		}
+	t := strings.TrimSpace(v)
+	num := strings.TrimRightFunc(t, func(r rune) bool { return r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' })
+	mult, ok := sizeUnits[strings.ToUpper(strings.TrimSpace(t[len(num):]))]
+	if !ok {
+		return 0, fmt.Errorf("unknown unit in %q (K, M, G or T, alone or with iB, as in 512M or 64MiB)", v)
 	}
-	n, err := strconv.ParseInt(v, 10, 64)
+	n, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
 	if err != nil {
 		return 0, err
 	}
-	if n > math.MaxInt64/mult || n < 0 {
-		return 0, fmt.Errorf("size %d out of range", n)
+	if n < 0 || math.IsNaN(n) || n*float64(mult) >= math.MaxInt64 {
+		return 0, fmt.Errorf("size %s out of range", v)
 	}
-	return n * mult, nil
+	return int64(n * float64(mult)), nil
 }
+
+// sizeUnits are the units parseSize takes, all powers of 1024. KB, MB and
+// GB are refused: whether they mean 1000 or 1024 is anyone's guess.
+var sizeUnits = map[string]int64{"": 1,
+	"K": 1 << 10, "KIB": 1 << 10,
+	"M": 1 << 20, "MIB": 1 << 20,
+	"G": 1 << 30, "GIB": 1 << 30,
+	"T": 1 << 40, "TIB": 1 << 40}
 
 // listenAddr is where ln listens, as --listen spells it (the port chosen
 // for :0 included).
