@@ -173,3 +173,42 @@ func TestJournalDeleteSession(t *testing.T) {
 		t.Fatal("state kept")
 	}
 }
+
+// TestJournalSweep: a session idle past the retention goes with its
+// spills and state; a busy one and a fresh one stay.
+func TestJournalSweep(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	j := openJournal(t, dir)
+	s := newSup(t, Config{DataDir: dir, Journal: j, Budget: budgetLimits(1000, 10)})
+	old := run(t, s, Request{Command: "seq 1 5000; cd /", Session: "old"})
+	run(t, s, Request{Command: "true", Session: "fresh"})
+	if old.StdoutInfo.SpillPath == "" {
+		t.Fatal("no spill")
+	}
+	job, err := s.StartJob(JobRequest{Request: marked(t, Request{Command: "sleep 1000", Session: "busy"})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.KillJob(job.ID)
+	// Make "old" and "busy" idle for eight days, as their last use says.
+	at := time.Now().Add(-8 * 24 * time.Hour)
+	for _, id := range []string{"old", "busy"} {
+		st, _ := j.Start(id, "true", at)
+		j.Finish(st, at, json.RawMessage(`{}`), "")
+	}
+	if swept := s.SweepSessions(); len(swept) != 1 || swept[0] != "old" {
+		t.Fatalf("swept %v", swept)
+	}
+	if _, err := os.Stat(old.StdoutInfo.SpillPath); !os.IsNotExist(err) {
+		t.Fatalf("spill of the swept session: %v", err)
+	}
+	if _, ok := s.Session("old"); ok {
+		t.Fatal("state of the swept session kept")
+	}
+	for _, id := range []string{"fresh", "busy"} {
+		if _, err := j.Session(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
