@@ -68,7 +68,23 @@ func TestJournalRecordsResults(t *testing.T) {
 	if _, r := entryResult(t, j, "js", jr.ID); r.Stdout != "job\n" {
 		t.Fatalf("job entry %+v", r)
 	}
-	if info, _ := j.Session("js"); info.Results != 2 {
+	// A command that yields returns the ID of the entry its job's final
+	// Result completes.
+	y := run(t, s, Request{Command: "echo early; sleep 100; echo late", Session: "js", Yield: 200 * time.Millisecond})
+	if !y.Running || y.ID == "" {
+		t.Fatalf("yield: %+v", y)
+	}
+	if e, _ := j.Entry("js", y.ID); string(e.Result) != "null" || e.EndedAt != nil {
+		t.Fatalf("entry of a running command: %+v", e)
+	}
+	final, err := s.KillJob(y.JobID)
+	if err != nil || final.ID != y.ID {
+		t.Fatalf("final %+v %v", final, err)
+	}
+	if _, r := entryResult(t, j, "js", y.ID); !r.Aborted || !strings.Contains(r.Stdout, "early") {
+		t.Fatalf("yielded entry %+v", r)
+	}
+	if info, _ := j.Session("js"); info.Results != 3 {
 		t.Fatalf("session js has %d results", info.Results)
 	}
 }
