@@ -122,6 +122,7 @@ func (s *Server) newMCPServer() *mcp.Server {
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, s.readTool)
 	addTool(s, srv, &mcp.Tool{Name: ToolGrepOutput, Description: grepDescription,
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, s.grepTool)
+	s.addHistoryTool(srv)
 	return srv
 }
 
@@ -292,6 +293,8 @@ func statusLine(res supervisor.Result) string {
 		cwd = "; cwd " + res.Cwd
 	}
 	switch {
+	case res.Interrupted:
+		return "[interrupted: the server stopped while it ran; its output is lost]"
 	case res.Running:
 		return fmt.Sprintf("[still running after %s as background job %s: read what it prints next with job_output {\"id\": %q}, or stop it with job_kill]",
 			d, res.JobID, res.JobID)
