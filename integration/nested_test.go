@@ -129,6 +129,12 @@ func runNested(t *testing.T, outer, inner string, crash bool) {
 		checkNestedCgroups(t, outerCg, pid)
 	}
 	if crash && pidfd >= 0 {
+		// The outer's watchdog does the kill, and exits after it; it and
+		// what it kills are reparented to this process (the subreaper
+		// above), whose deferred reap must come after them.
+		if wd := watchdogOf(cmd.Process.Pid); wd >= 0 {
+			defer waitExit(t, wd, 5*time.Second)
+		}
 		start = time.Now()
 		_ = cmd.Process.Kill() // the outer corral crashes
 	}
@@ -190,6 +196,47 @@ func runNested(t *testing.T, outer, inner string, crash bool) {
 		_ = unix.Waitid(unix.P_PIDFD, pidfd, &info, unix.WEXITED, nil)
 		t.Errorf("inner command %d alive %v after the outer started (crashed: %v), past the limit; outer Result kill %+v",
 			pid, time.Since(start).Round(time.Millisecond), crash, res.Kill)
+	}
+}
+
+// watchdogOf returns a pidfd on the watchdog that the corral process pid
+// started, or -1 when it has none.
+func watchdogOf(pid int) int {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
+		if err != nil {
+			continue // gone meanwhile
+		}
+		// "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p))
+		if len(f) < 2 || f[1] != strconv.Itoa(pid) || !bytes.Contains(cmdline, []byte("corral-watchdog")) {
+			continue
+		}
+		if fd, err := unix.PidfdOpen(p, 0); err == nil {
+			return fd
+		}
+	}
+	return -1
+}
+
+// waitExit waits until the process of pidfd fd has exited, at most within,
+// and closes fd.
+func waitExit(t *testing.T, fd int, within time.Duration) {
+	t.Helper()
+	defer unix.Close(fd)
+	deadline := time.Now().Add(within)
+	for !pidfdExited(fd) {
+		if time.Now().After(deadline) {
+			t.Errorf("the outer watchdog still runs %v after the crash", within)
+			return
+		}
+		time.Sleep(5 * time.Millisecond) // polling the pidfd
 	}
 }
 

@@ -146,27 +146,7 @@ func TestSweepSparesSupervisorLeaf(t *testing.T) {
 	entry, marker := proctest.Marker(t)
 	defer proctest.NoSurvivors(t, marker, 0)
 	inst := filepath.Join(safety.Dir(""), "999999999-1") // above any pid_max: a dead owner
-	start := func(leaf string) *exec.Cmd {
-		dir, err := mkLeaf(filepath.Join(inst, leaf))
-		if err != nil {
-			t.Fatal(err)
-		}
-		fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer unix.Close(fd)
-		argv, henv := proctest.Argv("sleep", lifetime)
-		cmd := exec.Command(argv[0], argv[1:]...)
-		cmd.Env = append(os.Environ(), henv, entry)
-		cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-		return cmd
-	}
-	leaf, sup := start("7"), start(supervisorLeaf)
+	leaf, sup := sleepInV2Leaf(t, filepath.Join(inst, "7"), entry), sleepInV2Leaf(t, filepath.Join(inst, supervisorLeaf), entry)
 	done := make(chan error, 1)
 	go func() { done <- leaf.Wait() }()
 	sweepStale(mnt, safety.Name())
@@ -277,4 +257,61 @@ func TestBusyCgroup2(t *testing.T) {
 	if got := m.busyCgroup2(root); got != "" {
 		t.Errorf("at the root: busy %q", got)
 	}
+}
+
+// sleepInV2Leaf makes the v2 cgroup dir and starts a marked sleep helper
+// born in it; the test's cleanup kills and reaps it.
+func sleepInV2Leaf(t *testing.T, dir, entry string) *exec.Cmd {
+	t.Helper()
+	if _, err := mkLeaf(dir); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	argv, henv := proctest.Argv("sleep", lifetime)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), henv, entry)
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd
+}
+
+// TestWatchdogSparesSupervisorLeaf: when its supervisor dies, the watchdog
+// kills every leaf of the instance but the supervisor's own (leaveHome),
+// where the watchdog itself may live.
+func TestWatchdogSparesSupervisorLeaf(t *testing.T) {
+	safety := proctest.Safe(t, safetyPids)
+	if safety.Dir("") == "" {
+		t.Skip("needs a writable cgroup2 hierarchy")
+	}
+	entry, marker := proctest.Marker(t)
+	defer proctest.NoSurvivors(t, marker, 0)
+	inst := filepath.Join(safety.Dir(""), "999999999-2")
+	leaf, sup := sleepInV2Leaf(t, filepath.Join(inst, "5"), entry), sleepInV2Leaf(t, filepath.Join(inst, supervisorLeaf), entry)
+	done := make(chan error, 1)
+	go func() { done <- leaf.Wait() }()
+	wd, err := startWatchdog("999999999-2", []string{inst})
+	if err != nil || wd == nil {
+		t.Skipf("no watchdog: %v", err)
+	}
+	wd.mu.Lock()
+	_ = wd.stdin.Close() // EOF: the supervisor is gone
+	wd.stdin = nil
+	wd.mu.Unlock()
+	_ = wd.cmd.Wait()
+	ownChildren.Delete(wd.cmd.Process.Pid)
+	if err := <-done; err == nil {
+		t.Error("the instance's leaf survived its watchdog")
+	}
+	if p, ok := readStat(sup.Process.Pid, make([]byte, 1024)); !ok || p.zombie() {
+		t.Error("the watchdog killed what the supervisor leaf holds")
+	}
+	_ = sup.Process.Kill() // spared, as it should be: the test's to end
+	_ = sup.Wait()
 }
