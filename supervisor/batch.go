@@ -1,0 +1,219 @@
+package supervisor
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"sync"
+
+	"github.com/corral-sh/corral/budget"
+	"github.com/corral-sh/corral/spill"
+)
+
+// Batch bounds (DESIGN.md, Batch).
+const (
+	// MaxBatchRequests is the most requests one batch holds.
+	MaxBatchRequests = 32
+	// DefaultBatchConcurrency is how many of a batch's commands run at once
+	// unless the batch says; MaxBatchConcurrency is the most it may say.
+	DefaultBatchConcurrency = 4
+	MaxBatchConcurrency     = 32
+	// DefaultBatchBudget is the byte budget of a batch's view; a batch may
+	// choose between MinBatchBudget and MaxBatchBudget.
+	DefaultBatchBudget = budget.DefaultBatchBytes
+	MinBatchBudget     = 4 << 10
+	MaxBatchBudget     = 16 << 20
+)
+
+// BatchRequest is several commands handed over at once, to run in
+// parallel and be read as one bounded text.
+type BatchRequest struct {
+	// Session is the session every request runs in; "" is "default". A
+	// request may repeat it or name none; naming another is invalid.
+	Session string
+	// Requests are the commands, 1 to MaxBatchRequests, each a Request as
+	// Run takes it but without Yield.
+	Requests []Request
+	// Concurrency bounds the commands running at once; 0 is
+	// DefaultBatchConcurrency, else 1 to MaxBatchConcurrency.
+	Concurrency int
+	// Budget bounds the view in bytes (the marker aside); 0 is
+	// DefaultBatchBudget, else MinBatchBudget to MaxBatchBudget.
+	Budget int
+}
+
+// BatchResult is what a batch produced. It marshals to DESIGN.md's batch
+// JSON; field names are a public contract.
+type BatchResult struct {
+	// ID names the batch ("b-…").
+	ID string `json:"id"`
+	// Session is the session the batch ran in.
+	Session string `json:"session"`
+	// Results holds every request's Result, in request order.
+	Results []BatchEntry `json:"results"`
+	// View, Truncated, KeptResults, ViewBytes and TotalBytes are the
+	// batch's model text and what it kept (budget.BatchView): every
+	// Result's Text after a "[k/N] $ <command>" header, or the marker and
+	// the tail of that when it exceeds the budget.
+	View        string `json:"view"`
+	Truncated   bool   `json:"truncated"`
+	KeptResults int    `json:"keptResults"`
+	ViewBytes   int    `json:"viewBytes"`
+	TotalBytes  int    `json:"totalBytes"`
+}
+
+// BatchEntry is one Result of a batch with its journal ID ("r-…"; empty,
+// and omitted from the JSON, when the result was not journaled).
+type BatchEntry struct {
+	ID string `json:"id,omitempty"`
+	Result
+}
+
+// RunBatch runs the requests of b, at most b.Concurrency at once, starting
+// them in order, and returns every Result together with the batch's view.
+// Every request is validated before anything starts: one invalid request
+// (or a batch of 0 or more than MaxBatchRequests, a bad concurrency or
+// budget) returns an error wrapping ErrInvalidRequest that names it
+// ("requests[3]: timeout must be ..."), and nothing runs.
+//
+// Compaction shapes the view only; the Results are as Run returns them.
+// Cancelling ctx aborts the commands running and starts no more; a command
+// that fails to start once the batch began (the Supervisor is closing, the
+// kernel refused it) also stops the batch. In both cases RunBatch waits
+// for the commands running and returns an error naming the first request
+// that did not run. Safe for concurrent use.
+func (s *Supervisor) RunBatch(ctx context.Context, b BatchRequest) (BatchResult, error) {
+	b, err := s.validateBatch(b)
+	if err != nil {
+		return BatchResult{}, err
+	}
+	n := len(b.Requests)
+	res := BatchResult{ID: s.newBatchID(), Session: b.Session, Results: make([]BatchEntry, n)}
+	errs := make([]error, n)
+	slots := make(chan struct{}, b.Concurrency)
+	var (
+		wg      sync.WaitGroup
+		stopped sync.Once
+		stop    = make(chan struct{}) // closed when a start failed
+	)
+	for i, r := range b.Requests {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+		case <-stop:
+		}
+		if err := batchStop(ctx, stop); err != nil {
+			errs[i] = err
+			break
+		}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			out, err := s.Run(ctx, r)
+			if err != nil {
+				errs[i] = err
+				stopped.Do(func() { close(stop) })
+				return
+			}
+			res.Results[i].Result = out
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			return BatchResult{}, batchError(i, n, err)
+		}
+	}
+	items := make([]budget.BatchItem, n)
+	for i, e := range res.Results {
+		items[i] = budget.BatchItem{Command: b.Requests[i].Command, Text: e.Text()}
+	}
+	// The journal is not wired yet: the marker points at the batch's own
+	// results rather than at a journal that does not exist.
+	v := budget.BatchView(items, budget.BatchOptions{MaxBytes: b.Budget})
+	res.View, res.Truncated, res.KeptResults, res.ViewBytes, res.TotalBytes =
+		v.View, v.Truncated, v.KeptResults, v.ViewBytes, v.TotalBytes
+	return res, nil
+}
+
+// batchStop says why no further request of a batch starts, nil when it
+// may.
+func batchStop(ctx context.Context, stop <-chan struct{}) error {
+	if err := context.Cause(ctx); err != nil {
+		return fmt.Errorf("the batch was cancelled before it started: %w", err)
+	}
+	select {
+	case <-stop:
+		return fmt.Errorf("not started: an earlier request of the batch failed to start")
+	default:
+		return nil
+	}
+}
+
+// batchError is RunBatch's error for request i of n that did not run. A
+// request error (E2BIG) stays one, with the index in its reason.
+func batchError(i, n int, err error) error {
+	if re, ok := err.(*RequestError); ok {
+		return &RequestError{Reason: fmt.Sprintf("requests[%d] of %d: %s; the batch stopped there", i, n, re.Reason),
+			Kind: re.Kind, Err: re.Err}
+	}
+	return fmt.Errorf("supervisor: batch: requests[%d] of %d did not run: %w", i, n, err)
+}
+
+// validateBatch checks b and every request in it, and fills the defaults.
+// It touches nothing but a stat of each request's Dir.
+func (s *Supervisor) validateBatch(b BatchRequest) (BatchRequest, error) {
+	switch n := len(b.Requests); {
+	case n == 0 || n > MaxBatchRequests:
+		return b, invalid("a batch holds 1 to %d requests, got %d", MaxBatchRequests, n)
+	case b.Concurrency < 0 || b.Concurrency > MaxBatchConcurrency:
+		return b, invalid("concurrency must be between 1 and %d, got %d", MaxBatchConcurrency, b.Concurrency)
+	case b.Budget != 0 && (b.Budget < MinBatchBudget || b.Budget > MaxBatchBudget):
+		return b, invalid("budget must be between %d (4 KiB) and %d (16 MiB) bytes, got %d", MinBatchBudget, MaxBatchBudget, b.Budget)
+	}
+	if b.Concurrency == 0 {
+		b.Concurrency = DefaultBatchConcurrency
+	}
+	if b.Budget == 0 {
+		b.Budget = DefaultBatchBudget
+	}
+	if b.Session == "" {
+		b.Session = StatelessSession
+	}
+	if spill.ValidateName("session", b.Session) != nil {
+		return b, invalid("session %q %s", b.Session, spill.NameRule)
+	}
+	reqs := make([]Request, len(b.Requests))
+	for i, r := range b.Requests {
+		bad := func(format string, args ...any) (BatchRequest, error) {
+			return b, invalid("requests[%d]: "+format, append([]any{i}, args...)...)
+		}
+		if r.Session != "" && r.Session != b.Session {
+			return bad("session %q differs from the batch's session %q; a batch runs in one session", r.Session, b.Session)
+		}
+		if r.Yield != 0 {
+			return bad("yield is not supported in a batch")
+		}
+		r.Session = b.Session
+		if _, err := s.validate(r); err != nil {
+			if re, ok := err.(*RequestError); ok {
+				return bad("%s", re.Reason)
+			}
+			return b, err
+		}
+		// The one E2BIG that can be told before anything starts: on Linux
+		// no argument may exceed MAX_ARG_STRLEN.
+		if runtime.GOOS == "linux" && len(r.Command) >= maxArgStrlen {
+			return bad("the command (%d bytes) exceeds the kernel's limit for one argument (%d KiB, MAX_ARG_STRLEN); pass large input through stdin or a file",
+				len(r.Command), maxArgStrlen>>10)
+		}
+		reqs[i] = r
+	}
+	b.Requests = reqs
+	return b, nil
+}
+
+func (s *Supervisor) newBatchID() string {
+	return "b-" + strconv.FormatInt(int64(os.Getpid()), 36) + "-" + strconv.FormatUint(s.seq.Add(1), 36)
+}

@@ -1,0 +1,144 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/corral-sh/corral/budget"
+)
+
+func TestRunBatch(t *testing.T) {
+	t.Parallel()
+	s := newSup(t, Config{})
+	dir := t.TempDir()
+	// Each command waits (up to 5 s) until two of them run, then prints how
+	// many run: with concurrency 2 that is 2, never more.
+	wait := `touch "$D/$I"; for k in $(seq 100); do [ $(ls "$D" | wc -l) -ge 2 ] && break; sleep 0.05; done; ls "$D" | wc -l; sleep 0.1; rm "$D/$I"`
+	var reqs []Request
+	for i := range 4 {
+		reqs = append(reqs, marked(t, Request{Command: wait, Env: map[string]string{"D": dir, "I": fmt.Sprint(i)}}))
+	}
+	reqs = append(reqs, Request{Command: "echo out; echo err >&2; exit 3"})
+	res, err := s.RunBatch(context.Background(), BatchRequest{Requests: reqs, Concurrency: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(res.ID, "b-") || res.Session != "default" || len(res.Results) != 5 {
+		t.Fatalf("batch %+v", res)
+	}
+	for i, e := range res.Results[:4] {
+		if e.Stdout != "2\n" || e.ExitCode == nil || *e.ExitCode != 0 {
+			t.Errorf("results[%d]: stdout %q exit %v stderr %q, want 2 commands running", i, e.Stdout, e.ExitCode, e.Stderr)
+		}
+	}
+	last := res.Results[4]
+	if last.Stdout != "out\n" || last.Stderr != "err\n" || *last.ExitCode != 3 {
+		t.Errorf("results[4]: %+v", last.Result)
+	}
+	// The view is the batch text of the results, whole.
+	items := make([]budget.BatchItem, len(reqs))
+	for i, e := range res.Results {
+		items[i] = budget.BatchItem{Command: reqs[i].Command, Text: e.Text()}
+	}
+	want := budget.BatchView(items, budget.BatchOptions{})
+	if res.View != want.View || res.Truncated || res.KeptResults != 5 || res.ViewBytes != len(res.View) || res.TotalBytes != len(res.View) {
+		t.Errorf("view %q (%+v), want %q", res.View, res, want.View)
+	}
+	if !strings.Contains(res.View, "[5/5] $ echo out; echo err >&2; exit 3\nout\n[stderr]\nerr\n[exit code 3 after ") {
+		t.Errorf("view lacks the last result's text: %q", res.View)
+	}
+}
+
+func TestRunBatchCompacts(t *testing.T) {
+	t.Parallel()
+	s := newSup(t, Config{})
+	var reqs []Request
+	for i := range 3 {
+		reqs = append(reqs, Request{Command: fmt.Sprintf("seq %d 1000 | head -c 3000", i)})
+	}
+	res, err := s.RunBatch(context.Background(), BatchRequest{Requests: reqs, Budget: MinBatchBudget})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Truncated || res.KeptResults != 2 || res.ViewBytes > MinBatchBudget || res.TotalBytes <= MinBatchBudget {
+		t.Fatalf("batch %+v", res)
+	}
+	wantMark := fmt.Sprintf("[batch compacted: kept the last 2 of 3 results (%d of %d bytes); limit 4KB. ", res.ViewBytes, res.TotalBytes)
+	mark, tail, _ := strings.Cut(res.View, "\n")
+	if !strings.HasPrefix(mark, wantMark) || len(tail) != res.ViewBytes || !strings.HasSuffix(tail, res.Results[2].Text()+"\n") {
+		t.Errorf("view %q, want the marker %q and the whole last result", res.View, wantMark)
+	}
+	// Compaction shapes the view only: every Result is whole.
+	for i, e := range res.Results {
+		if len(e.Stdout) != 3000 || e.Truncated {
+			t.Errorf("results[%d] holds %d bytes of stdout (truncated %v), want 3000", i, len(e.Stdout), e.Truncated)
+		}
+	}
+}
+
+func TestRunBatchInvalid(t *testing.T) {
+	t.Parallel()
+	s := newSup(t, Config{})
+	dir := t.TempDir()
+	ok := Request{Command: "touch " + dir + "/ran"}
+	many := make([]Request, 33)
+	for i := range many {
+		many[i] = ok
+	}
+	tests := []struct {
+		name string
+		b    BatchRequest
+		want string
+	}{
+		{"no requests", BatchRequest{}, "a batch holds 1 to 32 requests, got 0"},
+		{"33 requests", BatchRequest{Requests: many}, "a batch holds 1 to 32 requests, got 33"},
+		{"negative concurrency", BatchRequest{Requests: []Request{ok}, Concurrency: -1}, "concurrency must be between 1 and 32, got -1"},
+		{"concurrency 33", BatchRequest{Requests: []Request{ok}, Concurrency: 33}, "concurrency must be between 1 and 32, got 33"},
+		{"budget under 4 KiB", BatchRequest{Requests: []Request{ok}, Budget: 4095}, "budget must be between 4096 (4 KiB) and 16777216 (16 MiB) bytes, got 4095"},
+		{"budget over 16 MiB", BatchRequest{Requests: []Request{ok}, Budget: 16<<20 + 1}, "budget must be between 4096 (4 KiB) and 16777216 (16 MiB) bytes, got 16777217"},
+		{"bad session", BatchRequest{Requests: []Request{ok}, Session: "a/b"}, `session "a/b" `},
+		{"one bad request", BatchRequest{Requests: []Request{ok, {Command: "true", Timeout: 301 * time.Second}}},
+			"requests[1]: timeout must be between 1 and 300 seconds, got 301"},
+		{"empty command", BatchRequest{Requests: []Request{ok, ok, {Command: " "}}}, "requests[2]: command is empty"},
+		{"other session", BatchRequest{Session: "s1", Requests: []Request{ok, {Command: "true", Session: "s2"}}},
+			`requests[1]: session "s2" differs from the batch's session "s1"; a batch runs in one session`},
+		{"yield", BatchRequest{Requests: []Request{{Command: "true", Yield: time.Second}}}, "requests[0]: yield is not supported in a batch"},
+		{"too long", BatchRequest{Requests: []Request{ok, {Command: strings.Repeat("x", 200<<10)}}}, "requests[1]: the command (204800 bytes) exceeds"},
+	}
+	for _, tt := range tests {
+		_, err := s.RunBatch(context.Background(), tt.b)
+		if !errors.Is(err, ErrInvalidRequest) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: error %v, want ErrInvalidRequest with %q", tt.name, err, tt.want)
+		}
+	}
+	if n := s.Stats().Started; n != 0 {
+		t.Errorf("%d commands started, want none", n)
+	}
+}
+
+func TestRunBatchCancel(t *testing.T) {
+	t.Parallel()
+	s := newSup(t, Config{Grace: NoGrace})
+	ctx, cancel := context.WithCancel(context.Background())
+	started := make(chan struct{})
+	first := marked(t, Request{Command: "echo up; sleep 30", OnEvent: func(ev Event) {
+		if ev.Event == EventOutput {
+			close(started)
+		}
+	}})
+	go func() {
+		<-started
+		cancel()
+	}()
+	_, err := s.RunBatch(ctx, BatchRequest{Requests: []Request{first, {Command: "echo never"}}, Concurrency: 1})
+	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "requests[1] of 2 did not run") {
+		t.Errorf("error %v, want requests[1] not run, cancelled", err)
+	}
+	if n := s.Stats().Started; n != 1 {
+		t.Errorf("%d commands started, want 1", n)
+	}
+}
