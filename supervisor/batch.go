@@ -2,7 +2,7 @@ package supervisor
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"os"
 	"runtime"
 	"strconv"
@@ -78,12 +78,13 @@ type BatchEntry struct {
 // budget) returns an error wrapping ErrInvalidRequest that names it
 // ("requests[3]: timeout must be ..."), and nothing runs.
 //
-// Compaction shapes the view only; the Results are as Run returns them.
-// Cancelling ctx aborts the commands running and starts no more; a command
-// that fails to start once the batch began (the Supervisor is closing, the
-// kernel refused it) also stops the batch. In both cases RunBatch waits
-// for the commands running and returns an error naming the first request
-// that did not run. Safe for concurrent use.
+// Once validated, RunBatch returns a Result for every request, in request
+// order, and a nil error. Cancelling ctx aborts the commands running and
+// starts no more: a request that never started, or whose shell failed to
+// start (the Supervisor is closing, the kernel refused it), has a Result
+// with neither exit code nor signal, whose stderr says why it did not
+// start. Compaction shapes the view only; the Results are as Run returns
+// them. Safe for concurrent use.
 func (s *Supervisor) RunBatch(ctx context.Context, b BatchRequest) (BatchResult, error) {
 	b, err := s.validateBatch(b)
 	if err != nil {
@@ -91,40 +92,31 @@ func (s *Supervisor) RunBatch(ctx context.Context, b BatchRequest) (BatchResult,
 	}
 	n := len(b.Requests)
 	res := BatchResult{ID: s.newBatchID(), Session: b.Session, Results: make([]BatchEntry, n)}
-	errs := make([]error, n)
 	slots := make(chan struct{}, b.Concurrency)
-	var (
-		wg      sync.WaitGroup
-		stopped sync.Once
-		stop    = make(chan struct{}) // closed when a start failed
-	)
+	var wg sync.WaitGroup
 	for i, r := range b.Requests {
 		select {
 		case slots <- struct{}{}:
 		case <-ctx.Done():
-		case <-stop:
 		}
-		if err := batchStop(ctx, stop); err != nil {
-			errs[i] = err
-			break
+		if ctx.Err() != nil {
+			res.Results[i].Result = s.notStarted("the batch was cancelled before its turn")
+			continue
 		}
 		wg.Go(func() {
 			defer func() { <-slots }()
 			out, err := s.Run(ctx, r)
-			if err != nil {
-				errs[i] = err
-				stopped.Do(func() { close(stop) })
-				return
+			var re *RequestError
+			switch {
+			case errors.As(err, &re):
+				out = s.notStarted(re.Reason)
+			case err != nil:
+				out = s.notStarted(err.Error())
 			}
 			res.Results[i].Result = out
 		})
 	}
 	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			return BatchResult{}, batchError(i, n, err)
-		}
-	}
 	items := make([]budget.BatchItem, n)
 	for i, e := range res.Results {
 		items[i] = budget.BatchItem{Command: b.Requests[i].Command, Text: e.Text()}
@@ -137,28 +129,10 @@ func (s *Supervisor) RunBatch(ctx context.Context, b BatchRequest) (BatchResult,
 	return res, nil
 }
 
-// batchStop says why no further request of a batch starts, nil when it
-// may.
-func batchStop(ctx context.Context, stop <-chan struct{}) error {
-	if err := context.Cause(ctx); err != nil {
-		return fmt.Errorf("the batch was cancelled before it started: %w", err)
-	}
-	select {
-	case <-stop:
-		return fmt.Errorf("not started: an earlier request of the batch failed to start")
-	default:
-		return nil
-	}
-}
-
-// batchError is RunBatch's error for request i of n that did not run. A
-// request error (E2BIG) stays one, with the index in its reason.
-func batchError(i, n int, err error) error {
-	if re, ok := err.(*RequestError); ok {
-		return &RequestError{Reason: fmt.Sprintf("requests[%d] of %d: %s; the batch stopped there", i, n, re.Reason),
-			Kind: re.Kind, Err: re.Err}
-	}
-	return fmt.Errorf("supervisor: batch: requests[%d] of %d did not run: %w", i, n, err)
+// notStarted is the Result of a batch request whose command did not start,
+// for the reason why.
+func (s *Supervisor) notStarted(why string) Result {
+	return Result{Stderr: "[corral: the command did not start: " + why + ".]", Kill: KillInfo{Tier: string(s.Tier())}}
 }
 
 // validateBatch checks b and every request in it, and fills the defaults.

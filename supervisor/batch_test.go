@@ -134,9 +134,17 @@ func TestRunBatchCancel(t *testing.T) {
 		<-started
 		cancel()
 	}()
-	_, err := s.RunBatch(ctx, BatchRequest{Requests: []Request{first, {Command: "echo never"}}, Concurrency: 1})
-	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "requests[1] of 2 did not run") {
-		t.Errorf("error %v, want requests[1] not run, cancelled", err)
+	res, err := s.RunBatch(ctx, BatchRequest{Requests: []Request{first, {Command: "echo never"}}, Concurrency: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res.Results[0]; !r.Aborted || r.Stdout != "up\n" {
+		t.Errorf("results[0] %+v, want aborted after up", r.Result)
+	}
+	r := res.Results[1]
+	if r.ExitCode != nil || r.Signal != "" || r.Stdout != "" ||
+		r.Stderr != "[corral: the command did not start: the batch was cancelled before its turn.]" || r.Status() != "[did not start]" {
+		t.Errorf("results[1] %+v, want not started", r.Result)
 	}
 	if n := s.Stats().Started; n != 1 {
 		t.Errorf("%d commands started, want 1", n)

@@ -32,7 +32,8 @@ func (r Result) Text() string {
 
 // Status is the one line, in brackets, saying how the command ended: its
 // exit code, or how it was stopped, how long it ran, what was killed and
-// the session's working directory.
+// the session's working directory; "[did not start]" for a Result with
+// neither exit code nor signal that is not running (its stderr says why).
 func (r Result) Status() string {
 	d := (time.Duration(r.DurationMs) * time.Millisecond).String()
 	killed := ""
@@ -47,6 +48,8 @@ func (r Result) Status() string {
 		cwd = "; cwd " + r.Cwd
 	}
 	switch {
+	case r.ExitCode == nil && r.Signal == "" && !r.Running:
+		return "[did not start]"
 	case r.Running:
 		return fmt.Sprintf("[still running after %s as background job %s: read what it prints next with job_output {\"id\": %q}, or stop it with job_kill]",
 			d, r.JobID, r.JobID)
