@@ -135,6 +135,13 @@ func (s *Supervisor) notStarted(why string) Result {
 	return Result{Stderr: "[corral: the command did not start: " + why + ".]", Kill: KillInfo{Tier: string(s.Tier())}}
 }
 
+// CheckBatch validates b as RunBatch does, without running anything: a
+// front end that must reserve resources for a batch checks it first.
+func (s *Supervisor) CheckBatch(b BatchRequest) error {
+	_, err := s.validateBatch(b)
+	return err
+}
+
 // validateBatch checks b and every request in it, and fills the defaults.
 // It touches nothing but a stat of each request's Dir.
 func (s *Supervisor) validateBatch(b BatchRequest) (BatchRequest, error) {

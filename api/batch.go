@@ -1,0 +1,94 @@
+package api
+
+import (
+	"cmp"
+	"net/http"
+	"time"
+
+	"github.com/corral-sh/corral/supervisor"
+)
+
+// BatchBody is the body of POST /v1/batch. Unknown fields are refused.
+type BatchBody struct {
+	// Session is the session every request runs in (each may repeat it or
+	// name none); absent means "default".
+	Session string `json:"session,omitempty"`
+	// Requests are 1 to 32 commands, each as POST /v1/exec takes it
+	// (without yield).
+	Requests []ExecRequest `json:"requests"`
+	// Concurrency bounds the commands running at once, 1 to 32; absent
+	// means 4.
+	Concurrency *int `json:"concurrency,omitempty"`
+	// Budget bounds the view in bytes, 4 KiB to 16 MiB; absent means 256 KiB.
+	Budget *int `json:"budget,omitempty"`
+}
+
+// request turns the wire form into a supervisor batch. An explicit 0 for
+// concurrency or budget is refused (the library reads 0 as the default).
+func (b BatchBody) request(maxTimeout time.Duration) (supervisor.BatchRequest, error) {
+	out := supervisor.BatchRequest{Session: b.Session, Requests: make([]supervisor.Request, len(b.Requests))}
+	if b.Concurrency != nil {
+		if *b.Concurrency == 0 {
+			return out, errorf(ErrInvalidArgument, "concurrency must be between 1 and %d, got 0", supervisor.MaxBatchConcurrency)
+		}
+		out.Concurrency = *b.Concurrency
+	}
+	if b.Budget != nil {
+		if *b.Budget == 0 {
+			return out, errorf(ErrInvalidArgument, "budget must be between %d (4 KiB) and %d (16 MiB) bytes, got 0",
+				supervisor.MinBatchBudget, supervisor.MaxBatchBudget)
+		}
+		out.Budget = *b.Budget
+	}
+	for i, e := range b.Requests {
+		r, err := e.request(maxTimeout)
+		if err != nil {
+			return out, errorf(ErrInvalidArgument, "requests[%d]: %s", i, Message(err))
+		}
+		out.Requests[i] = r
+	}
+	return out, nil
+}
+
+// batch serves POST /v1/batch. The whole batch is validated before
+// anything starts. It then holds min(concurrency, requests) of the
+// server's command slots (Config.MaxConcurrent) for as long as it runs,
+// taken all at once: when that many are not free it is refused with
+// RESOURCE_EXHAUSTED (429) and nothing starts.
+func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
+	var body BatchBody
+	if err := decode(w, r, &body); err != nil {
+		writeError(w, err)
+		return
+	}
+	b, err := body.request(s.sup.MaxTimeout())
+	if err == nil {
+		err = s.sup.CheckBatch(b)
+	}
+	if err != nil {
+		s.metrics.outcome(OutcomeInvalid)
+		writeError(w, err)
+		return
+	}
+	// A client that disconnects gets the batch aborted without the grace
+	// (supervisor.ErrClientGone).
+	ctx, end := whileConnected(r.Context())
+	defer end(nil)
+	slots := min(len(b.Requests), cmp.Or(b.Concurrency, supervisor.DefaultBatchConcurrency))
+	b.Concurrency = slots
+	ctx, release, err := s.acquireN(ctx, slots)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer release()
+	res, err := s.sup.RunBatch(ctx, b)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	for _, e := range res.Results {
+		s.metrics.observe(e.Result, nil, time.Duration(e.DurationMs)*time.Millisecond)
+	}
+	writeJSON(w, http.StatusOK, res)
+}

@@ -1,0 +1,117 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/corral-sh/corral/api"
+	"github.com/corral-sh/corral/supervisor"
+)
+
+func TestBatch(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	code, b := e.do(context.Background(), "POST", "/v1/batch",
+		`{"session":"s1","requests":[{"command":"echo one"},{"command":"echo two >&2; exit 2","session":"s1"}],"concurrency":2,"budget":4096}`)
+	if code != http.StatusOK {
+		t.Fatalf("status %d: %s", code, b)
+	}
+	// The response holds exactly DESIGN's keys.
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(b, &keys); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"id", "session", "results", "view", "truncated", "keptResults", "viewBytes", "totalBytes"} {
+		if _, ok := keys[k]; !ok {
+			t.Errorf("no %q in %s", k, b)
+		}
+		delete(keys, k)
+	}
+	if len(keys) != 0 {
+		t.Errorf("unexpected keys %v", keys)
+	}
+	var res supervisor.BatchResult
+	if err := json.Unmarshal(b, &res); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(res.ID, "b-") || res.Session != "s1" || len(res.Results) != 2 || res.Truncated || res.KeptResults != 2 {
+		t.Fatalf("batch %s", b)
+	}
+	if r := res.Results[1]; r.Stderr != "two\n" || r.ExitCode == nil || *r.ExitCode != 2 {
+		t.Errorf("results[1] %+v", r.Result)
+	}
+	if !strings.HasPrefix(res.View, "[1/2] $ echo one\none\n[exit code 0 after ") ||
+		!strings.Contains(res.View, "\n[2/2] $ echo two >&2; exit 2\n[stderr]\ntwo\n[exit code 2 after ") {
+		t.Errorf("view %q", res.View)
+	}
+}
+
+func TestBatchInvalid(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	one := `{"command":"touch ` + e.data + `/ran"}`
+	reqs := func(n int) string { return strings.TrimSuffix(strings.Repeat(one+",", n), ",") }
+	tests := []struct {
+		name, body, want string
+	}{
+		{"zero requests", `{"requests":[]}`, "a batch holds 1 to 32 requests, got 0"},
+		{"no requests key", `{}`, "a batch holds 1 to 32 requests, got 0"},
+		{"33 requests", `{"requests":[` + reqs(33) + `]}`, "a batch holds 1 to 32 requests, got 33"},
+		{"budget under 4 KiB", `{"requests":[` + one + `],"budget":4095}`, "budget must be between 4096 (4 KiB) and 16777216 (16 MiB) bytes, got 4095"},
+		{"budget 0", `{"requests":[` + one + `],"budget":0}`, "budget must be between 4096 (4 KiB) and 16777216 (16 MiB) bytes, got 0"},
+		{"budget over 16 MiB", `{"requests":[` + one + `],"budget":16777217}`, "budget must be between 4096 (4 KiB) and 16777216 (16 MiB) bytes, got 16777217"},
+		{"concurrency 0", `{"requests":[` + one + `],"concurrency":0}`, "concurrency must be between 1 and 32, got 0"},
+		{"concurrency 33", `{"requests":[` + one + `],"concurrency":33}`, "concurrency must be between 1 and 32, got 33"},
+		{"negative concurrency", `{"requests":[` + one + `],"concurrency":-1}`, "concurrency must be between 1 and 32, got -1"},
+		{"bad timeout", `{"requests":[` + one + `,{"command":"true","timeout":301}]}`, "requests[1]: timeout must be between 1 and 300 seconds, got 301"},
+		{"bad yield", `{"requests":[{"command":"true","yield":-1}]}`, "requests[0]: yield must be between 0 and the timeout in seconds, got -1"},
+		{"empty command", `{"requests":[` + one + `,` + one + `,{"command":""}]}`, "requests[2]: command is empty"},
+		{"unknown key", `{"requests":[{"command":"true","cmd":"x"}]}`, "cmd"},
+		{"duplicate key", `{"requests":[` + one + `],"budget":5000,"budget":6000}`, "budget"},
+		{"other session", `{"session":"a","requests":[{"command":"true","session":"b"}]}`, `requests[0]: session "b" differs from the batch's session "a"`},
+		{"bad session", `{"session":"../x","requests":[` + one + `]}`, `session "../x"`},
+	}
+	for _, tt := range tests {
+		code, b := e.do(context.Background(), "POST", "/v1/batch", tt.body)
+		var eb api.ErrorBody
+		json.Unmarshal(b, &eb)
+		if code != http.StatusBadRequest || errorCode(t, b) != api.CodeInvalidArgument || !strings.Contains(eb.Error.Message, tt.want) {
+			t.Errorf("%s: status %d %s, want 400 INVALID_ARGUMENT with %q", tt.name, code, b, tt.want)
+		}
+	}
+	if n := e.sup.Stats().Started; n != 0 {
+		t.Errorf("%d commands started, want none", n)
+	}
+}
+
+// TestBatchSlots: a batch takes min(concurrency, requests) command slots at
+// once or is refused with 429 before anything starts.
+func TestBatchSlots(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, withMaxConcurrent(3))
+	body := func(n, conc int) string {
+		var reqs []string
+		for range n {
+			reqs = append(reqs, `{"command":"true"}`)
+		}
+		return fmt.Sprintf(`{"requests":[%s],"concurrency":%d}`, strings.Join(reqs, ","), conc)
+	}
+	code, b := e.do(context.Background(), "POST", "/v1/batch", body(4, 4))
+	if code != http.StatusTooManyRequests || errorCode(t, b) != api.CodeResourceExhausted ||
+		!strings.Contains(string(b), "the batch needs 4 command slots") {
+		t.Errorf("status %d %s, want 429", code, b)
+	}
+	if n := e.sup.Stats().Started; n != 0 {
+		t.Errorf("%d commands started, want none", n)
+	}
+	// Concurrency 3, or 8 requests at 3 at a time, fit.
+	for _, bd := range []string{body(3, 4), body(8, 3)} {
+		if code, b := e.do(context.Background(), "POST", "/v1/batch", bd); code != http.StatusOK {
+			t.Errorf("status %d %s", code, b)
+		}
+	}
+}
