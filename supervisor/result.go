@@ -12,6 +12,10 @@ import (
 // Result is what one command produced, shaped for the model. It marshals to
 // DESIGN.md's Result JSON; field names are a public contract.
 type Result struct {
+	// ID names the Result's journal entry ("r-…"; GET
+	// /v1/sessions/{session}/results/{id}); "" when no journal is
+	// configured or the entry could not be written.
+	ID         string      `json:"id,omitempty"`
 	Stdout     string      `json:"stdout"`
 	Stderr     string      `json:"stderr"`
 	ExitCode   *int        `json:"exitCode"` // nil when the shell did not exit by itself
@@ -31,6 +35,10 @@ type Result struct {
 	// printed so far, and ExitCode is nil with Signal empty.
 	Running bool   `json:"running,omitempty"`
 	JobID   string `json:"jobId,omitempty"`
+	// Interrupted is set on a journaled Result that corral completed at
+	// its next start because it stopped (was killed, lost power) while the
+	// command ran; Aborted is then set too and the stderr note says so.
+	Interrupted bool `json:"interrupted,omitempty"`
 }
 
 // KillInfo says what the way down did.

@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/corral-sh/corral/budget"
+	"github.com/corral-sh/corral/journal"
 	"github.com/corral-sh/corral/killtree"
 )
 
@@ -60,12 +61,13 @@ type proc struct {
 	cmd      *exec.Cmd
 	tree     *killtree.Tree
 	out, err *retained
-	outs     outputs       // the read ends of stdout and stderr (per OS)
-	stdinW   *os.File      // nil when stdin is /dev/null
-	stdinEnd chan struct{} // closed when the stdin writer returned
-	state    *stateStart   // nil unless the command carries session state
-	drained  chan error    // one value per stream drained in the background at its end; buffered 2
-	pending  int           // how many values drained will carry
+	outs     outputs          // the read ends of stdout and stderr (per OS)
+	stdinW   *os.File         // nil when stdin is /dev/null
+	stdinEnd chan struct{}    // closed when the stdin writer returned
+	state    *stateStart      // nil unless the command carries session state
+	jst      *journal.Started // its journal entry; nil without one
+	drained  chan error       // one value per stream drained in the background at its end; buffered 2
+	pending  int              // how many values drained will carry
 	live     *live
 	kill     KillInfo
 	sent     string // the signal the way down sent last
@@ -141,13 +143,19 @@ func (s *Supervisor) start(v validated) (_ *proc, retErr error) {
 		p.state.prepare(cmd)
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, wOut, wErr
+	p.journalStart()
 	tree, err := s.trees.Start(cmd)
 	if errors.Is(err, syscall.E2BIG) {
-		return nil, argSizeError(cmd, err)
+		err = argSizeError(cmd, err)
+		p.journalAbandon(err)
+		return nil, err
 	}
 	if err != nil {
-		return nil, fmt.Errorf("supervisor: start %s: %w", s.shell, err)
+		err = fmt.Errorf("supervisor: start %s: %w", s.shell, err)
+		p.journalAbandon(err)
+		return nil, err
 	}
+	s.busy(p.v.Session, 1)
 	if p.state != nil {
 		p.state.started()
 	}
@@ -290,6 +298,8 @@ func (p *proc) finish(end ending) Result {
 	res.Stderr, res.StderrInfo = p.shape(p.err, "stderr")
 	res.Stderr = withNote(withNote(res.Stderr, stateNote), p.s.note(end, p.v, p.kill, alive))
 	res.Truncated = res.StdoutInfo.Truncated || res.StderrInfo.Truncated
+	p.journalFinish(&res)
+	p.s.busy(p.v.Session, -1)
 
 	if p.v.OnEvent != nil {
 		r := res

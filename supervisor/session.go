@@ -91,10 +91,17 @@ func (s *Supervisor) beginState(v validated) (*stateStart, error) {
 	t.mu.Lock()
 	sess := t.m[v.Session]
 	now := time.Now()
+	resumed := ""
 	if sess == nil {
 		t.evictLocked()
 		wd, _ := os.Getwd()
 		sess = &session{id: v.Session, startDir: cmp.Or(v.Dir, wd), created: now}
+		// A session the journal knows and memory does not (corral
+		// restarted, or evicted it): its working directory resumes, its
+		// variables are gone.
+		if cwd := s.journaledCwd(v.Session); cwd != "" && !v.ResetSession {
+			sess.cwd, resumed = cwd, cwd
+		}
 		t.m[v.Session] = sess
 	}
 	if v.ResetSession {
@@ -105,6 +112,10 @@ func (s *Supervisor) beginState(v validated) (*stateStart, error) {
 	st := &stateStart{sess: sess, dir: v.Dir, env: sess.env}
 	cwd := sess.cwd
 	t.mu.Unlock()
+	if resumed != "" {
+		st.note = fmt.Sprintf("[corral: this session's exported variables were reset to the server's environment "+
+			"(corral restarted, or forgot the idle session); its working directory %s was kept.]", resumed)
+	}
 
 	if st.dir == "" && cwd != "" {
 		if fi, err := os.Stat(cwd); err == nil && fi.IsDir() {
@@ -114,8 +125,8 @@ func (s *Supervisor) beginState(v validated) (*stateStart, error) {
 			if fi, err := os.Stat(st.dir); err != nil || !fi.IsDir() {
 				st.dir = ""
 			}
-			st.note = fmt.Sprintf("[corral: the session's working directory %s no longer exists; the command ran in %s.]",
-				cwd, cmp.Or(st.dir, "the server's working directory"))
+			st.note = withNote(st.note, fmt.Sprintf("[corral: the session's working directory %s no longer exists; the command ran in %s.]",
+				cwd, cmp.Or(st.dir, "the server's working directory")))
 		}
 	}
 

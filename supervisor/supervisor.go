@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/corral-sh/corral/budget"
+	"github.com/corral-sh/corral/journal"
 	"github.com/corral-sh/corral/killtree"
 	"github.com/corral-sh/corral/spill"
 )
@@ -116,6 +117,17 @@ type Config struct {
 	// Results' views); past it the job that exited first is forgotten. 0
 	// is DefaultMaxRetainedBytes.
 	MaxRetainedBytes int64
+	// Journal, when not nil, records every Result (commands and jobs) in
+	// its session's journal: an entry is written as started before the
+	// shell starts and completed with the Result before Run returns (and
+	// before the result event); Result.ID names it. New completes the
+	// entries a previous process left started (Result.Interrupted), sweeps
+	// the sessions idle past the journal's retention (with their spills
+	// and state) and does so hourly until Close. A session's working
+	// directory is kept in it, so a session resumes there after a restart.
+	// The caller opens it before New and closes it after Close. nil: no
+	// journal (Results have no ID).
+	Journal *journal.Journal
 	// Logger receives one line per command at info level and lifecycle steps
 	// at debug level; nil is silent.
 	Logger *zerolog.Logger
@@ -131,7 +143,9 @@ type Supervisor struct {
 	settle     time.Duration
 	liveCap    int64
 	trees      *killtree.Manager
-	spills     *spill.Store // nil when spills are disabled
+	spills     *spill.Store     // nil when spills are disabled
+	journal    *journal.Journal // nil when off
+	js         journalState
 	closing    atomic.Bool  // Close has begun: commands that end now were aborted
 	devMu      sync.RWMutex // held for reading by every start, for writing by Close
 	devNull    *os.File     // every command's stdin unless it is given one; nil once closed
@@ -159,11 +173,15 @@ type Stats struct {
 	Running      int64 // commands running now
 	Started      int64 // commands started
 	DrainedBytes int64 // bytes drained from all pipes
+	// JournalErrors counts journal writes that failed (the Results went
+	// out without them).
+	JournalErrors int64
 }
 
 // Stats returns the running totals.
 func (s *Supervisor) Stats() Stats {
-	return Stats{Running: s.running.Load(), Started: s.started.Load(), DrainedBytes: s.drained.Load()}
+	return Stats{Running: s.running.Load(), Started: s.started.Load(), DrainedBytes: s.drained.Load(),
+		JournalErrors: s.js.errors.Load()}
 }
 
 // New validates cfg, detects the containment and returns a Supervisor.
@@ -232,6 +250,11 @@ func New(cfg Config) (*Supervisor, error) {
 		}
 	}
 	s.trees, s.devNull = trees, devNull
+	s.journal = cfg.Journal
+	if err := s.openJournal(); err != nil {
+		s.Close()
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -259,6 +282,7 @@ func (s *Supervisor) Spills() *spill.Store { return s.spills }
 // survivors (at most 30 s each). Idempotent.
 func (s *Supervisor) Close() error {
 	s.closing.Store(true)
+	s.closeJournal()
 	s.jobs.closeAll()
 	s.later.Wait()
 	err := s.trees.Close()

@@ -54,6 +54,10 @@ func (s *Supervisor) runYielding(ctx context.Context, v validated) (Result, erro
 func (p *proc) soFar(j *job) Result {
 	res := Result{Running: true, JobID: j.id, DurationMs: time.Since(p.begin).Milliseconds(),
 		Kill: KillInfo{Tier: string(p.tree.Tier())}}
+	if p.jst != nil {
+		// The entry its final Result (from the job) will complete.
+		res.ID = p.jst.ID
+	}
 	view := func(r *retained) (string, budget.Info) {
 		data, counts, _ := r.snapshot()
 		return budget.Shape(data, counts, budget.Options{Policy: r.policy, Limits: p.s.cfg.Budget, Raw: p.s.cfg.RawOutput})
