@@ -2,6 +2,7 @@ package api
 
 import (
 	"cmp"
+	"encoding/json"
 	"net/http"
 	"time"
 
@@ -88,7 +89,7 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for _, e := range res.Results {
-		s.metrics.observe(e.Result, nil, time.Duration(e.DurationMs)*time.Millisecond)
+		s.metrics.observe(e, nil, time.Duration(e.DurationMs)*time.Millisecond)
 	}
-	writeJSON(w, http.StatusOK, res)
+	writeJSON(w, http.StatusOK, json.RawMessage(res.JSON()))
 }

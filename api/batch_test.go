@@ -42,7 +42,7 @@ func TestBatch(t *testing.T) {
 		t.Fatalf("batch %s", b)
 	}
 	if r := res.Results[1]; r.Stderr != "two\n" || r.ExitCode == nil || *r.ExitCode != 2 {
-		t.Errorf("results[1] %+v", r.Result)
+		t.Errorf("results[1] %+v", r)
 	}
 	if !strings.HasPrefix(res.View, "[1/2] $ echo one\none\n[exit code 0 after ") ||
 		!strings.Contains(res.View, "\n[2/2] $ echo two >&2; exit 2\n[stderr]\ntwo\n[exit code 2 after ") {

@@ -1,14 +1,19 @@
 package supervisor
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/corral-sh/corral/budget"
+	"github.com/corral-sh/corral/journal"
 )
 
 func TestRunBatch(t *testing.T) {
@@ -37,7 +42,7 @@ func TestRunBatch(t *testing.T) {
 	}
 	last := res.Results[4]
 	if last.Stdout != "out\n" || last.Stderr != "err\n" || *last.ExitCode != 3 {
-		t.Errorf("results[4]: %+v", last.Result)
+		t.Errorf("results[4]: %+v", last)
 	}
 	// The view is the batch text of the results, whole.
 	items := make([]budget.BatchItem, len(reqs))
@@ -139,14 +144,72 @@ func TestRunBatchCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	if r := res.Results[0]; !r.Aborted || r.Stdout != "up\n" {
-		t.Errorf("results[0] %+v, want aborted after up", r.Result)
+		t.Errorf("results[0] %+v, want aborted after up", r)
 	}
 	r := res.Results[1]
 	if r.ExitCode != nil || r.Signal != "" || r.Stdout != "" ||
 		r.Stderr != "[corral: the command did not start: the batch was cancelled before its turn.]" || r.Status() != "[did not start]" {
-		t.Errorf("results[1] %+v, want not started", r.Result)
+		t.Errorf("results[1] %+v, want not started", r)
 	}
 	if n := s.Stats().Started; n != 1 {
 		t.Errorf("%d commands started, want 1", n)
+	}
+}
+
+func TestRunBatchJournaled(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	j := openJournal(t, dir)
+	s := newSup(t, Config{DataDir: dir, Journal: j})
+	before := run(t, s, Request{Command: "echo before", Session: "jb"})
+	beforeBytes, err := j.Get("jb", before.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reqs []Request
+	for i := range 4 {
+		reqs = append(reqs, Request{Command: fmt.Sprintf("seq %d 2000 | head -c 3000", i)})
+	}
+	reqs = append(reqs, Request{Command: "echo '<&>'"})
+	res, err := s.RunBatch(context.Background(), BatchRequest{Session: "jb", Requests: reqs, Budget: MinBatchBudget})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Truncated || !strings.Contains(res.View, "; limit 4KB. Every result is kept whole in the session journal — read one with GET /v1/sessions/jb/results/<rid>.]\n") {
+		t.Errorf("view %q", res.View)
+	}
+	// Every Result is its journal entry's, whole.
+	for i, r := range res.Results {
+		e, jr := entryResult(t, j, "jb", r.ID)
+		if e.Seq != uint64(i+2) || e.Command != reqs[i].Command || !cmp.Equal(jr, r) {
+			t.Errorf("results[%d] (seq %d): journal %+v, batch %+v", i, e.Seq, jr, r)
+		}
+		if i < 4 && len(r.Stdout) != 3000 {
+			t.Errorf("results[%d] holds %d bytes of stdout", i, len(r.Stdout))
+		}
+	}
+	// The batch's JSON is the journal's, byte for byte, and decodes to it.
+	got, err := s.BatchJSON("jb", res.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, res.JSON()) {
+		t.Errorf("BatchJSON\n%s\nJSON\n%s", got, res.JSON())
+	}
+	var back BatchResult
+	want := res
+	want.raw = nil
+	if err := json.Unmarshal(got, &back); err != nil || !cmp.Equal(back, want, cmp.AllowUnexported(BatchResult{})) {
+		t.Errorf("BatchJSON decodes to %+v (%v)", back, err)
+	}
+	if !bytes.Contains(got, []byte(`<&>`)) {
+		t.Errorf("HTML-escaped JSON: %s", got)
+	}
+	// The entry from before the batch is unchanged.
+	if after, _ := j.Get("jb", before.ID); !bytes.Equal(after, beforeBytes) {
+		t.Errorf("entry %s changed:\n%s\n%s", before.ID, beforeBytes, after)
+	}
+	if _, err := s.BatchJSON("jb", "b-nope-1"); !errors.Is(err, journal.ErrNotFound) {
+		t.Errorf("unknown batch: %v", err)
 	}
 }

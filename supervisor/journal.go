@@ -104,6 +104,10 @@ func marshalResult(res Result) ([]byte, error) {
 // counted; the command then runs without an entry (its Result has no ID).
 func (p *proc) journalStart() {
 	s := p.s
+	if p.v.entry != nil { // a batch's, written before the batch ran
+		p.jst = p.v.entry
+		return
+	}
 	if s.journal == nil {
 		return
 	}
