@@ -18,7 +18,7 @@ const sweepEvery = time.Hour
 
 // interruptedNote is the stderr of an entry Recover completes.
 const interruptedNote = "[corral: this command's result was never recorded: the server stopped (was killed, " +
-	"crashed or lost power) while the command ran, or could not write the result; corral completed this entry " +
+	"crashed or lost power) while the command ran (or, in a batch, waited for its turn), or could not write the result; corral completed this entry " +
 	"when it started again. What the command printed is lost; at that start the process trees of the earlier " +
 	"server were killed.]"
 

@@ -32,7 +32,8 @@ func (r Result) Text() string {
 
 // Status is the one line, in brackets, saying how the command ended: its
 // exit code, or how it was stopped, how long it ran, what was killed and
-// the session's working directory; "[did not start]" for a Result with
+// the session's working directory; for a journaled Result completed after
+// a restart, that it was interrupted; "[did not start]" for a Result with
 // neither exit code nor signal that is not running (its stderr says why).
 func (r Result) Status() string {
 	d := (time.Duration(r.DurationMs) * time.Millisecond).String()
@@ -48,6 +49,8 @@ func (r Result) Status() string {
 		cwd = "; cwd " + r.Cwd
 	}
 	switch {
+	case r.Interrupted:
+		return "[interrupted: the server stopped before the result was recorded]"
 	case r.ExitCode == nil && r.Signal == "" && !r.Running:
 		return "[did not start]"
 	case r.Running:
