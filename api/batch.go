@@ -3,9 +3,13 @@ package api
 import (
 	"cmp"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
+	"github.com/corral-sh/corral/journal"
+	"github.com/corral-sh/corral/spill"
 	"github.com/corral-sh/corral/supervisor"
 )
 
@@ -92,4 +96,28 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
 		s.metrics.observe(e, nil, time.Duration(e.DurationMs)*time.Millisecond)
 	}
 	writeJSON(w, http.StatusOK, json.RawMessage(res.JSON()))
+}
+
+// getBatch serves GET /v1/sessions/{id}/batches/{bid}: the batch's JSON as
+// the journal holds it (supervisor.BatchJSON), byte for byte what POST
+// /v1/batch answered once the batch ended, also after a restart.
+func (s *Server) getBatch(w http.ResponseWriter, r *http.Request) {
+	id, bid := r.PathValue("id"), r.PathValue("bid")
+	if err := spill.ValidateName("session", id); err != nil {
+		writeError(w, &wireError{kind: spill.ErrInvalidName, reason: fmt.Sprintf("session %q %s", id, spill.NameRule), cause: err})
+		return
+	}
+	body, err := s.sup.BatchJSON(id, bid)
+	switch {
+	case errors.Is(err, supervisor.ErrNoJournal):
+		writeError(w, &wireError{kind: journal.ErrNotFound, reason: "this server keeps no journal (it has no data directory)"})
+		return
+	case errors.Is(err, journal.ErrNotFound):
+		writeError(w, &wireError{kind: journal.ErrNotFound, reason: fmt.Sprintf("no batch %q in session %q", bid, id), cause: err})
+		return
+	case err != nil:
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, json.RawMessage(body))
 }

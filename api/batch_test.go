@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/corral-sh/corral/api"
+	"github.com/corral-sh/corral/journal"
 	"github.com/corral-sh/corral/supervisor"
 )
 
@@ -113,5 +115,61 @@ func TestBatchSlots(t *testing.T) {
 		if code, b := e.do(context.Background(), "POST", "/v1/batch", bd); code != http.StatusOK {
 			t.Errorf("status %d %s", code, b)
 		}
+	}
+}
+
+// withJournal gives the supervisor a journal in the env's data directory.
+func withJournal(t *testing.T) option {
+	return func(_ *api.Config, c *supervisor.Config) {
+		j, err := journal.Open(c.DataDir, journal.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { j.Close() })
+		c.Journal = j
+	}
+}
+
+func TestBatchJournaled(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, withJournal(t))
+	code, posted := e.do(context.Background(), "POST", "/v1/batch",
+		`{"session":"s1","requests":[{"command":"seq 3000"},{"command":"seq 4000 >&2"}],"budget":4096}`)
+	if code != http.StatusOK {
+		t.Fatalf("status %d: %s", code, posted)
+	}
+	var res supervisor.BatchResult
+	if err := json.Unmarshal(posted, &res); err != nil {
+		t.Fatal(err)
+	}
+	if !res.Truncated || res.Results[0].ID == "" || res.Results[1].ID == "" {
+		t.Fatalf("batch %s", posted)
+	}
+	code, got := e.do(context.Background(), "GET", "/v1/sessions/s1/batches/"+res.ID, "")
+	if code != http.StatusOK || !bytes.Equal(got, posted) {
+		t.Errorf("GET: status %d\n%s\nwant the POST's\n%s", code, got, posted)
+	}
+	for _, tt := range []struct {
+		path     string
+		code     int
+		wantCode string
+	}{
+		{"/v1/sessions/s1/batches/b-nope-1", http.StatusNotFound, api.CodeNotFound},  // unknown batch
+		{"/v1/sessions/s2/batches/" + res.ID, http.StatusNotFound, api.CodeNotFound}, // another session
+		{"/v1/sessions/..%2Fx/batches/" + res.ID, http.StatusBadRequest, api.CodeInvalidArgument},
+	} {
+		code, b := e.do(context.Background(), "GET", tt.path, "")
+		if code != tt.code || errorCode(t, b) != tt.wantCode {
+			t.Errorf("GET %s: %d %s, want %d %s", tt.path, code, b, tt.code, tt.wantCode)
+		}
+	}
+}
+
+func TestBatchNoJournal(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	code, b := e.do(context.Background(), "GET", "/v1/sessions/s1/batches/b-x-1", "")
+	if code != http.StatusNotFound || errorCode(t, b) != api.CodeNotFound || !strings.Contains(string(b), "no journal") {
+		t.Errorf("status %d %s, want 404", code, b)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/corral-sh/corral/budget"
+	"github.com/corral-sh/corral/journal"
 	"github.com/corral-sh/corral/spill"
 	"github.com/corral-sh/corral/supervisor"
 )
@@ -95,7 +96,7 @@ func Code(err error) string {
 	case errors.Is(err, supervisor.ErrInvalidRequest), errors.Is(err, spill.ErrInvalidName),
 		errors.Is(err, budget.ErrInvalid), errors.Is(err, ErrInvalidArgument):
 		return CodeInvalidArgument
-	case errors.Is(err, spill.ErrNotFound), errors.Is(err, supervisor.ErrNotFound):
+	case errors.Is(err, spill.ErrNotFound), errors.Is(err, supervisor.ErrNotFound), errors.Is(err, journal.ErrNotFound):
 		return CodeNotFound
 	case errors.Is(err, supervisor.ErrStillRunning), errors.Is(err, ErrBodyTimeout):
 		return CodeDeadlineExceeded

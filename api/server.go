@@ -191,6 +191,7 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("DELETE /v1/jobs/{id}", s.auth(http.HandlerFunc(s.deleteJob)))
 	mux.Handle("POST /v1/read", s.auth(http.HandlerFunc(s.read)))
 	mux.Handle("POST /v1/grep", s.auth(http.HandlerFunc(s.grep)))
+	mux.Handle("GET /v1/sessions/{id}/batches/{bid}", s.auth(http.HandlerFunc(s.getBatch)))
 	mux.Handle("DELETE /v1/sessions/{id}", s.auth(http.HandlerFunc(s.deleteSession)))
 	mux.Handle("/mcp", s.auth(strictBody(s.front)))
 	return s.logRequests(s.bodyDeadline(s.guard(jsonErrors(mux))))
