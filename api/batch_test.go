@@ -6,10 +6,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/corral-sh/corral/api"
+	"github.com/corral-sh/corral/internal/proctest"
 	"github.com/corral-sh/corral/journal"
 	"github.com/corral-sh/corral/supervisor"
 )
@@ -171,5 +175,60 @@ func TestBatchNoJournal(t *testing.T) {
 	code, b := e.do(context.Background(), "GET", "/v1/sessions/s1/batches/b-x-1", "")
 	if code != http.StatusNotFound || errorCode(t, b) != api.CodeNotFound || !strings.Contains(string(b), "no journal") {
 		t.Errorf("status %d %s, want 404", code, b)
+	}
+}
+
+// TestBatchClientGone: a client that goes away aborts its batch: the
+// running command's tree is killed at once (it ignores SIGTERM, and the
+// grace is 10 s), the next is never started, and the journal says both.
+func TestBatchClientGone(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, withJournal(t), withGrace(10*time.Second))
+	_, m := proctest.Marker(t)
+	flag := filepath.Join(t.TempDir(), "up")
+	body := fmt.Sprintf(`{"session":"gone","concurrency":1,"requests":[{"command":%s},{"command":"echo never"}]}`,
+		jsonString(marked(m, "trap '' TERM; touch "+flag+"; sleep 30")))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		for {
+			if _, err := os.Stat(flag); err == nil {
+				cancel()
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	req, _ := http.NewRequestWithContext(ctx, "POST", e.ts.URL+"/v1/batch", strings.NewReader(body))
+	if resp, err := e.client.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("the batch answered %s after the client went away", resp.Status)
+	}
+	proctest.NoSurvivors(t, m, time.Second)
+
+	var results []supervisor.Result
+	deadline := time.Now().Add(10 * time.Second)
+	for len(results) < 2 && time.Now().Before(deadline) {
+		entries, _, err := e.sup.Journal().List("gone", 0, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		results = results[:0]
+		for _, b := range entries {
+			var en struct{ Result *supervisor.Result }
+			if json.Unmarshal(b, &en) == nil && en.Result != nil {
+				results = append(results, *en.Result)
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(results) != 2 {
+		t.Fatalf("%d entries ended, want 2", len(results))
+	}
+	if r := results[0]; !r.Aborted || r.Signal != "SIGKILL" {
+		t.Errorf("the running command: aborted %v signal %q, want SIGKILL at once", r.Aborted, r.Signal)
+	}
+	if r := results[1]; r.Stderr != "[corral: the command did not start: the batch was cancelled before its turn.]" {
+		t.Errorf("the waiting command: %+v", r)
 	}
 }
