@@ -14,7 +14,6 @@ import (
 
 	"github.com/corral-sh/corral/api"
 	"github.com/corral-sh/corral/internal/proctest"
-	"github.com/corral-sh/corral/journal"
 	"github.com/corral-sh/corral/supervisor"
 )
 
@@ -119,18 +118,6 @@ func TestBatchSlots(t *testing.T) {
 		if code, b := e.do(context.Background(), "POST", "/v1/batch", bd); code != http.StatusOK {
 			t.Errorf("status %d %s", code, b)
 		}
-	}
-}
-
-// withJournal gives the supervisor a journal in the env's data directory.
-func withJournal(t *testing.T) option {
-	return func(_ *api.Config, c *supervisor.Config) {
-		j, err := journal.Open(c.DataDir, journal.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { j.Close() })
-		c.Journal = j
 	}
 }
 

@@ -49,6 +49,9 @@ var (
 	// ErrBodyTimeout is a request body that did not arrive within
 	// Config.BodyTimeout: DEADLINE_EXCEEDED (408).
 	ErrBodyTimeout = errors.New("api: request body timeout")
+	// ErrNotFound is a session, journal entry or batch that does not
+	// exist: NOT_FOUND.
+	ErrNotFound = errors.New("api: not found")
 )
 
 // wireError is an error whose client-facing message is composed where it
@@ -94,9 +97,10 @@ type ErrorDetail struct {
 func Code(err error) string {
 	switch {
 	case errors.Is(err, supervisor.ErrInvalidRequest), errors.Is(err, spill.ErrInvalidName),
-		errors.Is(err, budget.ErrInvalid), errors.Is(err, ErrInvalidArgument):
+		errors.Is(err, budget.ErrInvalid), errors.Is(err, ErrInvalidArgument), errors.Is(err, journal.ErrInvalidSession):
 		return CodeInvalidArgument
-	case errors.Is(err, spill.ErrNotFound), errors.Is(err, supervisor.ErrNotFound), errors.Is(err, journal.ErrNotFound):
+	case errors.Is(err, spill.ErrNotFound), errors.Is(err, supervisor.ErrNotFound), errors.Is(err, ErrNotFound),
+		errors.Is(err, journal.ErrNotFound):
 		return CodeNotFound
 	case errors.Is(err, supervisor.ErrStillRunning), errors.Is(err, ErrBodyTimeout):
 		return CodeDeadlineExceeded

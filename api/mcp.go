@@ -88,6 +88,7 @@ func (s *Server) newMCPServer() *mcp.Server {
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, s.readTool)
 	addTool(s, srv, &mcp.Tool{Name: ToolGrepOutput, Description: grepDescription,
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, s.grepTool)
+	s.addHistoryTool(srv)
 	return srv
 }
 

@@ -163,20 +163,3 @@ func (s *Server) grep(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, res)
 }
-
-// deleteSession removes a session's spill files: 204, also when it had none.
-func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	if err := spill.ValidateName("session", id); err != nil {
-		writeError(w, &wireError{kind: spill.ErrInvalidName, reason: fmt.Sprintf("session %q %s", id, spill.NameRule), cause: err})
-		return
-	}
-	if st := s.sup.Spills(); st != nil {
-		if err := st.RemoveSession(id); err != nil {
-			writeError(w, fmt.Errorf("api: remove session %s: %w", id, err))
-			return
-		}
-	}
-	s.sup.ForgetSession(id) // its working directory and variables too
-	w.WriteHeader(http.StatusNoContent)
-}

@@ -138,6 +138,13 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	journalErrors := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "corral_journal_write_errors_total",
+		Help: "Journal writes that failed (a full disk, an I/O error); the commands' Results went out without them.",
+	}, func() float64 { return float64(cfg.Supervisor.Stats().JournalErrors) })
+	if err := s.reg.Register(journalErrors); err != nil {
+		return nil, fmt.Errorf("api: register metrics: %w", err)
+	}
 	s.metrics = m
 	s.base, s.cancel = context.WithCancel(context.Background())
 	s.mcp = s.newMCPServer()
@@ -147,7 +154,7 @@ func New(cfg Config) (*Server, error) {
 }
 
 // Handler is the HTTP API: /v1/exec, /v1/jobs..., /v1/read, /v1/grep,
-// /v1/sessions/{id}, /healthz, /metrics and the MCP endpoint /mcp.
+// /v1/sessions..., /healthz, /metrics and the MCP endpoint /mcp.
 func (s *Server) Handler() http.Handler { return s.handler }
 
 // MCPServer is the MCP server with corral's tools, shared by the stdio
@@ -191,6 +198,10 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("DELETE /v1/jobs/{id}", s.auth(http.HandlerFunc(s.deleteJob)))
 	mux.Handle("POST /v1/read", s.auth(http.HandlerFunc(s.read)))
 	mux.Handle("POST /v1/grep", s.auth(http.HandlerFunc(s.grep)))
+	mux.Handle("GET /v1/sessions", s.auth(http.HandlerFunc(s.listSessions)))
+	mux.Handle("GET /v1/sessions/{id}", s.auth(http.HandlerFunc(s.getSession)))
+	mux.Handle("GET /v1/sessions/{id}/results", s.auth(http.HandlerFunc(s.listResults)))
+	mux.Handle("GET /v1/sessions/{id}/results/{rid}", s.auth(http.HandlerFunc(s.getResult)))
 	mux.Handle("GET /v1/sessions/{id}/batches/{bid}", s.auth(http.HandlerFunc(s.getBatch)))
 	mux.Handle("DELETE /v1/sessions/{id}", s.auth(http.HandlerFunc(s.deleteSession)))
 	mux.Handle("/mcp", s.auth(strictBody(s.front)))

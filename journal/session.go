@@ -35,6 +35,7 @@ type SessionInfo struct {
 	ID         string    `json:"id"`
 	Cwd        string    `json:"cwd"`     // "" until a command recorded one
 	Results    int       `json:"results"` // entries kept
+	LastSeq    uint64    `json:"lastSeq"` // the newest entry's seq; 0 before the first
 	CreatedAt  time.Time `json:"createdAt"`
 	LastUsedAt time.Time `json:"lastUsedAt"`
 }
@@ -118,7 +119,8 @@ func (j *Journal) trim(tx *bolt.Tx, b *bolt.Bucket, session string) error {
 }
 
 func info(id string, b *bolt.Bucket) SessionInfo {
-	s := SessionInfo{ID: id, Cwd: string(b.Get(keyCwd)), CreatedAt: getTime(b, keyCreated), LastUsedAt: getTime(b, keyUsed)}
+	s := SessionInfo{ID: id, Cwd: string(b.Get(keyCwd)), CreatedAt: getTime(b, keyCreated), LastUsedAt: getTime(b, keyUsed),
+		LastSeq: getUint(b, keyNext)}
 	if first, _ := b.Bucket(bucketEntries).Cursor().First(); first != nil {
 		s.Results = int(getUint(b, keyNext) - be64(first) + 1)
 	}

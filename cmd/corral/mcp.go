@@ -45,11 +45,11 @@ func (m *Main) mcp(ctx context.Context, args []string) error {
 		fmt.Fprintln(m.Stderr, "corral mcp:", err)
 		return errUsage
 	}
-	srv, sup, grace, err := m.newServer(f, "", mcpTimeoutHint, log)
+	srv, _, closeAll, grace, err := m.newServer(f, "", mcpTimeoutHint, true, log)
 	if err != nil {
 		return err
 	}
-	defer sup.Close()
+	defer closeAll()
 	runErr := srv.ServeMCP(ctx, &api.LineTransport{In: m.Stdin, Out: m.Stdout})
 	sctx, cancel := context.WithTimeout(context.Background(), grace+2*time.Second)
 	defer cancel()

@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/corral-sh/corral/api"
+	"github.com/corral-sh/corral/journal"
 	"github.com/corral-sh/corral/killtree"
 	"github.com/corral-sh/corral/supervisor"
 )
@@ -26,9 +27,16 @@ const serveUsage = `Usage: corral serve [flags]
 Serves corral's HTTP API: POST /v1/exec (NDJSON live events with
 "Accept: application/x-ndjson"), background jobs (POST and GET /v1/jobs,
 GET /v1/jobs/{id}/output, POST /v1/jobs/{id}/stdin and /wait,
-DELETE /v1/jobs/{id}), POST /v1/read, POST /v1/grep,
-DELETE /v1/sessions/{id}, GET /healthz, GET /metrics, and MCP over
-streamable HTTP at /mcp.
+DELETE /v1/jobs/{id}), POST /v1/read, POST /v1/grep, sessions and their
+history (GET /v1/sessions, GET /v1/sessions/{id},
+GET /v1/sessions/{id}/results?after=&limit=, GET
+/v1/sessions/{id}/results/{rid}, DELETE /v1/sessions/{id}), GET /healthz,
+GET /metrics, and MCP over streamable HTTP at /mcp.
+
+Every Result is journaled in DATA-DIR/journal/journal.db before it is
+returned; a second serve on the same data directory fails at once, and a
+damaged journal file stops the start with an error that says how to move
+it aside.
 
 Every request but /healthz needs "Authorization: Bearer TOKEN". The token
 comes from --token-file, else $CORRAL_TOKEN, else serve generates one, writes
@@ -78,6 +86,8 @@ type serverFlags struct {
 	grace          float64
 	logFormat      string
 	logLevel       string
+	journalMax     int
+	journalIdle    time.Duration
 }
 
 func (m *Main) serverFlagSet(name, usageText string, f *serverFlags, network bool) *flag.FlagSet {
@@ -104,6 +114,8 @@ func (m *Main) serverFlagSet(name, usageText string, f *serverFlags, network boo
 	fs.StringVar(&f.containment, "containment", m.Getenv("CORRAL_CONTAINMENT"), "force a containment `tier`: cgroup2, cgroup1 or pgroup (default: the strongest that works; $CORRAL_CONTAINMENT)")
 	fs.BoolVar(&f.reaper, "reaper", false, "run every command under a reaper of its own, which catches the daemons that leave their session and environment on every tier (a Go runtime start per command)")
 	fs.Float64Var(&f.grace, "grace", supervisor.DefaultGrace.Seconds(), "`seconds` between SIGTERM and SIGKILL on the way down (0: SIGKILL at once)")
+	fs.IntVar(&f.journalMax, "journal-max-entries", journal.DefaultMaxEntries, "most journal entries a session keeps (its newest)")
+	fs.DurationVar(&f.journalIdle, "session-retention", journal.DefaultRetention, "a session idle this long is swept with its journal, spills and state (at start and hourly)")
 	fs.StringVar(&f.logFormat, "log-format", "json", "log format on stderr: json or console")
 	fs.StringVar(&f.logLevel, "log-level", "info", "least log `level`: debug, info, warn or error")
 	return fs
@@ -126,30 +138,41 @@ func (m *Main) logger(f serverFlags) (zerolog.Logger, error) {
 	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), nil
 }
 
-// newServer builds the supervisor and the API server of the flags, and
-// sweeps stale spill sessions (killtree sweeps stale containments itself).
+// newServer opens the journal, builds the supervisor and the API server of
+// the flags, and sweeps stale spill sessions (killtree sweeps stale
+// containments itself). closeAll closes the supervisor, then the journal.
 // token ("" for none) is required of every request; hint ends the note of a
-// timed-out command. The caller closes the supervisor, which kills the
-// background jobs.
-func (m *Main) newServer(f serverFlags, token, hint string, log zerolog.Logger) (*api.Server, *supervisor.Supervisor, time.Duration, error) {
+// timed-out command; shared (corral mcp) runs without a journal when another
+// process holds it. closeAll kills the background jobs.
+func (m *Main) newServer(f serverFlags, token, hint string, shared bool, log zerolog.Logger) (*api.Server, *supervisor.Supervisor, func(), time.Duration, error) {
 	grace := supervisor.NoGrace
 	switch {
 	case f.grace > 0:
 		grace = time.Duration(f.grace * float64(time.Second))
 	case f.grace < 0:
-		return nil, nil, 0, fmt.Errorf("--grace must be 0 or more seconds, got %g", f.grace)
+		return nil, nil, nil, 0, fmt.Errorf("--grace must be 0 or more seconds, got %g", f.grace)
 	}
 	// The supervisor logs one line per command at info; the server already
 	// logs one per request, so only its warnings come through.
 	supLog := log.Level(max(zerolog.WarnLevel, log.GetLevel()))
 	if f.retainedJobs < 1 {
-		return nil, nil, 0, fmt.Errorf("--max-retained-jobs must be at least 1, got %d", f.retainedJobs)
+		return nil, nil, nil, 0, fmt.Errorf("--max-retained-jobs must be at least 1, got %d", f.retainedJobs)
 	}
 	retainedBytes, err := parseSize(f.retainedBytes)
 	if err != nil || retainedBytes < 1 {
-		return nil, nil, 0, fmt.Errorf("--max-retained-bytes: want a positive size such as 65536, 512KiB or 64MiB, got %q", f.retainedBytes)
+		return nil, nil, nil, 0, fmt.Errorf("--max-retained-bytes: want a positive size such as 65536, 512KiB or 64MiB, got %q", f.retainedBytes)
+	}
+	jnl, err := m.openJournal(f, shared, log)
+	if err != nil {
+		return nil, nil, nil, 0, err
+	}
+	closeJournal := func() {
+		if jnl != nil {
+			jnl.Close()
+		}
 	}
 	sup, err := supervisor.New(supervisor.Config{
+		Journal:          jnl,
 		DataDir:          f.dataDir,
 		Grace:            grace,
 		Scrub:            []string{tokenEnv},
@@ -161,7 +184,8 @@ func (m *Main) newServer(f serverFlags, token, hint string, log zerolog.Logger) 
 		MaxRetainedBytes: retainedBytes,
 	})
 	if err != nil {
-		return nil, nil, 0, err
+		closeJournal()
+		return nil, nil, nil, 0, err
 	}
 	if st := sup.Spills(); st != nil {
 		removed, err := st.Sweep(0)
@@ -176,9 +200,10 @@ func (m *Main) newServer(f serverFlags, token, hint string, log zerolog.Logger) 
 		Logger: &log, Version: Version, BodyTimeout: seconds(f.bodyTimeout)})
 	if err != nil {
 		sup.Close()
-		return nil, nil, 0, err
+		closeJournal()
+		return nil, nil, nil, 0, err
 	}
-	return srv, sup, max(grace, 0), nil
+	return srv, sup, func() { sup.Close(); closeJournal() }, max(grace, 0), nil
 }
 
 func (m *Main) serve(ctx context.Context, args []string) error {
@@ -216,11 +241,11 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		fmt.Fprintln(m.Stderr, "corral serve:", err)
 		return errUsage
 	}
-	srv, sup, grace, err := m.newServer(f, tok.value, serveTimeoutHint, log)
+	srv, sup, closeAll, grace, err := m.newServer(f, tok.value, serveTimeoutHint, false, log)
 	if err != nil {
 		return err
 	}
-	defer sup.Close()
+	defer closeAll()
 	if tok.source == tokenFromGenerated {
 		if err := writeToken(tok.path, tok.value); err != nil {
 			return err
@@ -366,4 +391,24 @@ func listen(addr string) (net.Listener, error) {
 		return nil, err
 	}
 	return ln, nil
+}
+
+// openJournal opens the journal in the data directory. corral serve refuses
+// to start on a journal it cannot open (another server holds it, or the
+// file is damaged: the error says how to move it aside). corral mcp, of
+// which an agent may start several on one data directory, runs without a
+// journal when another process holds it, and says so in the log.
+func (m *Main) openJournal(f serverFlags, shared bool, log zerolog.Logger) (*journal.Journal, error) {
+	if f.journalMax < 1 {
+		return nil, fmt.Errorf("--journal-max-entries must be at least 1, got %d", f.journalMax)
+	}
+	if f.journalIdle < time.Minute {
+		return nil, fmt.Errorf("--session-retention must be at least 1m, got %v", f.journalIdle)
+	}
+	j, err := journal.Open(f.dataDir, journal.Options{MaxEntries: f.journalMax, Retention: f.journalIdle})
+	if shared && errors.Is(err, journal.ErrLocked) {
+		log.Warn().Err(err).Msg("running without a journal: Results are not recorded")
+		return nil, nil
+	}
+	return j, err
 }
