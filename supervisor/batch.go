@@ -179,29 +179,27 @@ func (s *Supervisor) RunBatch(ctx context.Context, b BatchRequest) (BatchResult,
 	return res, nil
 }
 
-// startBatch writes the entries of b's requests as started, in order, and
-// then the batch record with their IDs. Without a journal, or when a write
-// fails (logged and counted), it returns nil for what it could not write.
+// startBatch writes the entries of b's requests as started, in order,
+// and the batch record with their IDs, in one synced commit. Without a
+// journal, or when the write fails (logged and counted), it returns no
+// entries and no batch.
 func (s *Supervisor) startBatch(b BatchRequest) ([]*journal.Started, *journal.Batch) {
 	entries := make([]*journal.Started, len(b.Requests))
 	if s.journal == nil {
 		return entries, nil
 	}
 	s.retryFinishes()
-	ids := make([]string, len(b.Requests))
-	now := time.Now()
+	commands := make([]string, len(b.Requests))
 	for i, r := range b.Requests {
-		st, err := s.journal.Start(b.Session, r.Command, now)
-		if err != nil {
-			s.journalFailed(err, "start")
-			continue
-		}
-		entries[i], ids[i] = &st, st.ID
+		commands[i] = r.Command
 	}
-	bt, err := s.journal.StartBatch(b.Session, ids, now)
+	sts, bt, err := s.journal.StartBatchEntries(b.Session, commands, time.Now())
 	if err != nil {
 		s.journalFailed(err, "start batch")
 		return entries, nil
+	}
+	for i := range sts {
+		entries[i] = &sts[i]
 	}
 	return entries, &bt
 }
