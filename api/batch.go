@@ -56,10 +56,11 @@ func (b BatchBody) request(maxTimeout time.Duration) (supervisor.BatchRequest, e
 }
 
 // batch serves POST /v1/batch. The whole batch is validated before
-// anything starts. It then holds min(concurrency, requests) of the
-// server's command slots (Config.MaxConcurrent) for as long as it runs,
-// taken all at once: when that many are not free it is refused with
-// RESOURCE_EXHAUSTED (429) and nothing starts.
+// anything starts. It then runs at most min(concurrency, requests,
+// Config.MaxConcurrent) commands at once and holds that many of the
+// server's command slots for as long as it runs, taken all at once: when
+// that many are not free it is refused with RESOURCE_EXHAUSTED (429) and
+// nothing starts.
 func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
 	var body BatchBody
 	if err := decode(w, r, &body); err != nil {
@@ -79,7 +80,7 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
 	// (supervisor.ErrClientGone).
 	ctx, end := whileConnected(r.Context())
 	defer end(nil)
-	slots := min(len(b.Requests), cmp.Or(b.Concurrency, supervisor.DefaultBatchConcurrency))
+	slots := min(len(b.Requests), cmp.Or(b.Concurrency, supervisor.DefaultBatchConcurrency), cap(s.slots))
 	b.Concurrency = slots
 	ctx, release, err := s.acquireN(ctx, slots)
 	if err != nil {

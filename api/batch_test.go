@@ -93,8 +93,8 @@ func TestBatchInvalid(t *testing.T) {
 	}
 }
 
-// TestBatchSlots: a batch takes min(concurrency, requests) command slots at
-// once or is refused with 429 before anything starts.
+// TestBatchSlots: a batch takes min(concurrency, requests, MaxConcurrent)
+// command slots at once, or is refused with 429 before anything starts.
 func TestBatchSlots(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, withMaxConcurrent(3))
@@ -105,19 +105,28 @@ func TestBatchSlots(t *testing.T) {
 		}
 		return fmt.Sprintf(`{"requests":[%s],"concurrency":%d}`, strings.Join(reqs, ","), conc)
 	}
-	code, b := e.do(context.Background(), "POST", "/v1/batch", body(4, 4))
+	// More concurrency than the server allows runs at the server's 3.
+	if code, b := e.do(context.Background(), "POST", "/v1/batch", body(8, 4)); code != http.StatusOK {
+		t.Errorf("8 at 4 on 3 slots: status %d %s", code, b)
+	}
+	// One slot held by a running command: a batch needing 3 is refused.
+	ctx, cancel := context.WithCancel(context.Background())
+	resp := e.send(ctx, "POST", "/v1/exec", `{"command":"echo up; sleep 30"}`, "Accept", api.NDJSONType)
+	defer resp.Body.Close()
+	defer cancel()
+	events(t, resp.Body, func(_ []byte, ev supervisor.Event) bool { return ev.Event != supervisor.EventOutput })
+	started := e.sup.Stats().Started
+	code, b := e.do(context.Background(), "POST", "/v1/batch", body(4, 3))
 	if code != http.StatusTooManyRequests || errorCode(t, b) != api.CodeResourceExhausted ||
-		!strings.Contains(string(b), "the batch needs 4 command slots") {
+		!strings.Contains(string(b), "the batch needs 3 command slots") {
 		t.Errorf("status %d %s, want 429", code, b)
 	}
-	if n := e.sup.Stats().Started; n != 0 {
-		t.Errorf("%d commands started, want none", n)
+	if n := e.sup.Stats().Started; n != started {
+		t.Errorf("%d commands started by a refused batch", n-started)
 	}
-	// Concurrency 3, or 8 requests at 3 at a time, fit.
-	for _, bd := range []string{body(3, 4), body(8, 3)} {
-		if code, b := e.do(context.Background(), "POST", "/v1/batch", bd); code != http.StatusOK {
-			t.Errorf("status %d %s", code, b)
-		}
+	// Two fit beside it.
+	if code, b := e.do(context.Background(), "POST", "/v1/batch", body(4, 2)); code != http.StatusOK {
+		t.Errorf("4 at 2 beside a running command: status %d %s", code, b)
 	}
 }
 

@@ -51,9 +51,9 @@
 //     closed.
 //   - Limits: at most Config.MaxConcurrent commands run at once over HTTP
 //     and MCP together; one more is refused at once with 429
-//     RESOURCE_EXHAUSTED. A batch holds min(concurrency, requests) of
-//     those slots while it runs, taken at once or refused with 429 before
-//     anything starts. A request body has Config.BodyTimeout to arrive
+//     RESOURCE_EXHAUSTED. A batch holds min(concurrency, requests,
+//     MaxConcurrent) of those slots while it runs, taken at once or
+//     refused with 429 before anything starts. A request body has Config.BodyTimeout to arrive
 //     (else 408); LimitListener caps the open connections (one more gets 503
 //     UNAVAILABLE with Retry-After). After Shutdown, commands and jobs get
 //     503 UNAVAILABLE.
