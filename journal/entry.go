@@ -48,7 +48,7 @@ func (j *Journal) Start(session, command string, at time.Time) (Started, error) 
 		if err := putUint(b, keyNext, seq); err != nil {
 			return err
 		}
-		if err := b.Bucket(bucketEntries).Put(u64(seq), encodeEntry(st, nil, nil)); err != nil {
+		if err := entries(b).Put(u64(seq), encodeEntry(st, nil, nil)); err != nil {
 			return err
 		}
 		if err := tx.Bucket(bucketPending).Put(pendingEntryKey(session, seq), nil); err != nil {
@@ -93,7 +93,7 @@ func (j *Journal) finish(tx *bolt.Tx, st Started, at time.Time, result []byte, c
 		}
 		return ErrFinished
 	}
-	if err := b.Bucket(bucketEntries).Put(u64(st.Seq), encodeEntry(st, &at, result)); err != nil {
+	if err := entries(b).Put(u64(st.Seq), encodeEntry(st, &at, result)); err != nil {
 		return err
 	}
 	if err := pending.Delete(key); err != nil {

@@ -123,8 +123,6 @@ func openDB(path string, timeout time.Duration) (_ *bolt.DB, retErr error) {
 		return nil, fmt.Errorf("%w: %s is locked (is another corral serve using this data directory?)", ErrLocked, path)
 	case errors.Is(err, bolterr.ErrInvalid), errors.Is(err, bolterr.ErrChecksum), errors.Is(err, bolterr.ErrVersionMismatch):
 		return nil, &CorruptError{Path: path, Err: err}
-	case err != nil && isFormatError(err):
-		return nil, &CorruptError{Path: path, Err: err}
 	case err != nil:
 		return nil, fmt.Errorf("journal: open %s: %w", path, err)
 	}
@@ -140,13 +138,6 @@ func openDB(path string, timeout time.Duration) (_ *bolt.DB, retErr error) {
 		return nil, &CorruptError{Path: path, Err: fmt.Errorf("the file holds %d bytes, its meta page says %d", fi.Size(), want)}
 	}
 	return db, nil
-}
-
-// isFormatError reports errors bbolt returns for a file too small or
-// malformed to map (they are not exported values).
-func isFormatError(err error) bool {
-	var pe *os.PathError
-	return !errors.As(err, &pe)
 }
 
 // Close waits for the writes in flight and closes the store. Idempotent.

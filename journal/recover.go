@@ -111,7 +111,7 @@ func recoverOne(tx *bolt.Tx, k pendingKey, now time.Time, complete func(Entry) (
 		return false, fmt.Errorf("entry %s: the completing result is not valid JSON", e.ID)
 	}
 	st := Started{Session: session, Seq: seq, ID: e.ID, Command: e.Command, StartedAt: e.StartedAt}
-	if err := b.Bucket(bucketEntries).Put(u64(seq), encodeEntry(st, &now, res)); err != nil {
+	if err := entries(b).Put(u64(seq), encodeEntry(st, &now, res)); err != nil {
 		return false, err
 	}
 	return true, pending.Delete(k)

@@ -75,6 +75,15 @@ func sessionBucket(tx *bolt.Tx, id string, at time.Time, create bool) (*bolt.Buc
 	return b, putTime(b, keyUsed, at)
 }
 
+// entries is the session's entries bucket, filled for appending: keys only
+// grow, so a split page is left full rather than half full (bbolt's
+// default), which would double the store's size.
+func entries(b *bolt.Bucket) *bolt.Bucket {
+	e := b.Bucket(bucketEntries)
+	e.FillPercent = 1
+	return e
+}
+
 func errOnly[T any](_ T, err error) error { return err }
 
 func entryID(b *bolt.Bucket, seq uint64) string {

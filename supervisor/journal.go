@@ -19,8 +19,7 @@ const sweepEvery = time.Hour
 // interruptedNote is the stderr of an entry Recover completes.
 const interruptedNote = "[corral: this command's result was never recorded: the server stopped (was killed, " +
 	"crashed or lost power) while the command ran (or, in a batch, waited for its turn), or could not write the result; corral completed this entry " +
-	"when it started again. What the command printed is lost; at that start the process trees of the earlier " +
-	"server were killed.]"
+	"at its next start. What the command printed is lost; its process tree did not outlive that server.]"
 
 // journalState is the Supervisor's side of the journal.
 type journalState struct {

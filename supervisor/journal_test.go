@@ -68,7 +68,23 @@ func TestJournalRecordsResults(t *testing.T) {
 	if _, r := entryResult(t, j, "js", jr.ID); r.Stdout != "job\n" {
 		t.Fatalf("job entry %+v", r)
 	}
-	if info, _ := j.Session("js"); info.Results != 2 {
+	// A command that yields returns the ID of the entry its job's final
+	// Result completes.
+	y := run(t, s, Request{Command: "echo early; sleep 100; echo late", Session: "js", Yield: 200 * time.Millisecond})
+	if !y.Running || y.ID == "" {
+		t.Fatalf("yield: %+v", y)
+	}
+	if e, _ := j.Entry("js", y.ID); string(e.Result) != "null" || e.EndedAt != nil {
+		t.Fatalf("entry of a running command: %+v", e)
+	}
+	final, err := s.KillJob(y.JobID)
+	if err != nil || final.ID != y.ID {
+		t.Fatalf("final %+v %v", final, err)
+	}
+	if _, r := entryResult(t, j, "js", y.ID); !r.Aborted || !strings.Contains(r.Stdout, "early") {
+		t.Fatalf("yielded entry %+v", r)
+	}
+	if info, _ := j.Session("js"); info.Results != 3 {
 		t.Fatalf("session js has %d results", info.Results)
 	}
 }
@@ -171,5 +187,44 @@ func TestJournalDeleteSession(t *testing.T) {
 	}
 	if _, ok := s.Session("jd"); ok {
 		t.Fatal("state kept")
+	}
+}
+
+// TestJournalSweep: a session idle past the retention goes with its
+// spills and state; a busy one and a fresh one stay.
+func TestJournalSweep(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	j := openJournal(t, dir)
+	s := newSup(t, Config{DataDir: dir, Journal: j, Budget: budgetLimits(1000, 10)})
+	old := run(t, s, Request{Command: "seq 1 5000; cd /", Session: "old"})
+	run(t, s, Request{Command: "true", Session: "fresh"})
+	if old.StdoutInfo.SpillPath == "" {
+		t.Fatal("no spill")
+	}
+	job, err := s.StartJob(JobRequest{Request: marked(t, Request{Command: "sleep 1000", Session: "busy"})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.KillJob(job.ID)
+	// Make "old" and "busy" idle for eight days, as their last use says.
+	at := time.Now().Add(-8 * 24 * time.Hour)
+	for _, id := range []string{"old", "busy"} {
+		st, _ := j.Start(id, "true", at)
+		j.Finish(st, at, json.RawMessage(`{}`), "")
+	}
+	if swept := s.SweepSessions(); len(swept) != 1 || swept[0] != "old" {
+		t.Fatalf("swept %v", swept)
+	}
+	if _, err := os.Stat(old.StdoutInfo.SpillPath); !os.IsNotExist(err) {
+		t.Fatalf("spill of the swept session: %v", err)
+	}
+	if _, ok := s.Session("old"); ok {
+		t.Fatal("state of the swept session kept")
+	}
+	for _, id := range []string{"fresh", "busy"} {
+		if _, err := j.Session(id); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
