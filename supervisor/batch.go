@@ -117,9 +117,9 @@ func (r BatchResult) viewJSON() []byte {
 // them.
 //
 // With a journal (Config.Journal), every request's entry is written as
-// started, in request order, and then the batch record with their IDs,
-// before the first command starts (an entry's startedAt is therefore the
-// batch's start); each entry is completed as its command ends, and the
+// started, in request order, and the batch record with their IDs, in one
+// synced commit before the first command starts (an entry's startedAt is
+// therefore the batch's start); each entry is completed as its command ends, and the
 // batch record with its view once all have. A batch cut short by the
 // server's death is completed at the next start as interrupted (BatchJSON).
 // Safe for concurrent use.
