@@ -9,6 +9,10 @@
 //	                           with "Accept: application/x-ndjson" the live events, one flushed
 //	                           line each, the result last; {"event":"keepalive"} after
 //	                           Config.Heartbeat (15 s) without a line
+//	POST   /v1/batch           run 1–32 commands, concurrency at a time (BatchBody): every
+//	                           Result and the batch's bounded view (supervisor.BatchResult)
+//	GET    /v1/sessions/{id}/batches/{bid}
+//	                           a journaled batch, byte for byte the POST's answer
 //	POST   /v1/jobs            start a background job (JobRequest): {"id", "pid"}
 //	GET    /v1/jobs            list the jobs (JobList)
 //	GET    /v1/jobs/{id}/output?stream=stdout&after=0&wait=5
@@ -47,7 +51,9 @@
 //     closed.
 //   - Limits: at most Config.MaxConcurrent commands run at once over HTTP
 //     and MCP together; one more is refused at once with 429
-//     RESOURCE_EXHAUSTED. A request body has Config.BodyTimeout to arrive
+//     RESOURCE_EXHAUSTED. A batch holds min(concurrency, requests,
+//     MaxConcurrent) of those slots while it runs, taken at once or
+//     refused with 429 before anything starts. A request body has Config.BodyTimeout to arrive
 //     (else 408); LimitListener caps the open connections (one more gets 503
 //     UNAVAILABLE with Retry-After). After Shutdown, commands and jobs get
 //     503 UNAVAILABLE.

@@ -193,7 +193,7 @@ func (s *Server) bashTool(ctx context.Context, req *mcp.CallToolRequest, in Bash
 	if err != nil {
 		return nil, nil, toolError(err)
 	}
-	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: modelText(res)}}}, res, nil
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: res.Text()}}}, res, nil
 }
 
 // progress forwards live output as progress notifications, and after
@@ -255,57 +255,6 @@ func (p *progress) notifyLocked(msg string, meta mcp.Meta) {
 	// A client that cannot take notifications gets none; its request
 	// still gets the result.
 	p.failed = err != nil
-}
-
-// modelText is the bash tool's text result: stdout, stderr and a status line.
-func modelText(res supervisor.Result) string {
-	var b strings.Builder
-	line := func(s string) {
-		if s == "" {
-			return
-		}
-		b.WriteString(s)
-		if !strings.HasSuffix(s, "\n") {
-			b.WriteByte('\n')
-		}
-	}
-	line(res.Stdout)
-	if res.Stderr != "" {
-		b.WriteString("[stderr]\n")
-		line(res.Stderr)
-	}
-	b.WriteString(statusLine(res))
-	return b.String()
-}
-
-// statusLine says how the command ended, with the facts.
-func statusLine(res supervisor.Result) string {
-	d := (time.Duration(res.DurationMs) * time.Millisecond).String()
-	killed := ""
-	if n := res.Kill.Processes; n > 0 {
-		killed = fmt.Sprintf("; %d process(es) killed", n)
-		if res.Kill.Lingering > 0 {
-			killed += fmt.Sprintf(", %d left running by the shell", res.Kill.Lingering)
-		}
-	}
-	cwd := ""
-	if res.Cwd != "" {
-		cwd = "; cwd " + res.Cwd
-	}
-	switch {
-	case res.Interrupted:
-		return "[interrupted: the server stopped while it ran; its output is lost]"
-	case res.Running:
-		return fmt.Sprintf("[still running after %s as background job %s: read what it prints next with job_output {\"id\": %q}, or stop it with job_kill]",
-			d, res.JobID, res.JobID)
-	case res.TimedOut:
-		return fmt.Sprintf("[timed out after %s: stopped with %s%s%s]", d, res.Signal, killed, cwd)
-	case res.Aborted:
-		return fmt.Sprintf("[aborted after %s: stopped with %s%s%s]", d, res.Signal, killed, cwd)
-	case res.ExitCode == nil:
-		return fmt.Sprintf("[killed by %s after %s%s%s]", res.Signal, d, killed, cwd)
-	}
-	return fmt.Sprintf("[exit code %d after %s%s%s]", *res.ExitCode, d, killed, cwd)
 }
 
 func (s *Server) readTool(ctx context.Context, req *mcp.CallToolRequest, in ReadRequest) (*mcp.CallToolResult, budget.ReadResult, error) {

@@ -93,7 +93,7 @@ func (s *Server) historyText(session string, n int) (string, error) {
 		if err := json.Unmarshal(e.Result, &res); err != nil {
 			return "", fmt.Errorf("api: history: %w", err)
 		}
-		b.WriteString(statusLine(res) + "\n")
+		b.WriteString(res.Status() + "\n")
 	}
 	fmt.Fprintf(&b, "Full entry: GET /v1/sessions/%s/results/<id>.", session)
 	return b.String(), nil

@@ -169,9 +169,9 @@ func outputText(out supervisor.JobOutput, cursorless bool) string {
 		fmt.Fprintf(&b, "[job %s running; %s read up to byte %d%s]", out.ID, out.Stream, out.Next, next)
 	case out.Data != "" || out.SkippedBytes > 0:
 		fmt.Fprintf(&b, "[job %s exited (%s); %s read up to byte %d%s until a read returns nothing]",
-			out.ID, strings.Trim(statusLine(*out.Result), "[]"), out.Stream, out.Next, next)
+			out.ID, strings.Trim(out.Result.Status(), "[]"), out.Stream, out.Next, next)
 	default:
-		fmt.Fprintf(&b, "[job %s exited (%s); end of %s at byte %d]", out.ID, strings.Trim(statusLine(*out.Result), "[]"), out.Stream, out.Next)
+		fmt.Fprintf(&b, "[job %s exited (%s); end of %s at byte %d]", out.ID, strings.Trim(out.Result.Status(), "[]"), out.Stream, out.Next)
 	}
 	return b.String()
 }
@@ -205,7 +205,7 @@ func (s *Server) jobKillTool(ctx context.Context, req *mcp.CallToolRequest, in J
 	if err != nil {
 		return nil, supervisor.Result{}, toolError(err)
 	}
-	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: modelText(res)}}}, res, nil
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: res.Text()}}}, res, nil
 }
 
 func (s *Server) jobListTool(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, JobList, error) {

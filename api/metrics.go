@@ -57,7 +57,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		running: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "corral_commands_running",
-			Help: "Commands running now.",
+			Help: "Commands running now (a batch counts the command slots it holds).",
 		}),
 	}
 	for _, c := range []prometheus.Collector{m.commands, m.duration, m.drained, m.killed, m.lingering, m.running} {

@@ -189,6 +189,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.Handle("GET /metrics", s.auth(promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})))
 	mux.Handle("POST /v1/exec", s.auth(http.HandlerFunc(s.exec)))
+	mux.Handle("POST /v1/batch", s.auth(http.HandlerFunc(s.batch)))
 	mux.Handle("POST /v1/jobs", s.auth(http.HandlerFunc(s.createJob)))
 	mux.Handle("GET /v1/jobs", s.auth(http.HandlerFunc(s.listJobs)))
 	mux.Handle("GET /v1/jobs/{id}/output", s.auth(http.HandlerFunc(s.jobOutput)))
@@ -201,6 +202,7 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("GET /v1/sessions/{id}", s.auth(http.HandlerFunc(s.getSession)))
 	mux.Handle("GET /v1/sessions/{id}/results", s.auth(http.HandlerFunc(s.listResults)))
 	mux.Handle("GET /v1/sessions/{id}/results/{rid}", s.auth(http.HandlerFunc(s.getResult)))
+	mux.Handle("GET /v1/sessions/{id}/batches/{bid}", s.auth(http.HandlerFunc(s.getBatch)))
 	mux.Handle("DELETE /v1/sessions/{id}", s.auth(http.HandlerFunc(s.deleteSession)))
 	mux.Handle("/mcp", s.auth(strictBody(s.front)))
 	return s.logRequests(s.bodyDeadline(s.guard(jsonErrors(mux))))
@@ -222,29 +224,49 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 // release function, or at once ErrBusy when no slot is free and
 // ErrUnavailable when the server is shutting down.
 func (s *Server) acquire(ctx context.Context) (context.Context, func(), error) {
-	select {
-	case s.slots <- struct{}{}:
-	default:
+	return s.acquireN(ctx, 1)
+}
+
+// acquireN is acquire for n slots at once (a batch), all or none: ErrBusy
+// when fewer than n are free. The running gauge counts the n slots.
+func (s *Server) acquireN(ctx context.Context, n int) (context.Context, func(), error) {
+	for i := range n {
+		select {
+		case s.slots <- struct{}{}:
+			continue
+		default:
+		}
+		for range i {
+			<-s.slots
+		}
 		s.metrics.outcome("rejected")
-		return nil, nil, errorf(ErrBusy, "%d commands are running, the most this server allows; retry later",
-			cap(s.slots))
+		if n == 1 {
+			return nil, nil, errorf(ErrBusy, "%d commands are running, the most this server allows; retry later",
+				cap(s.slots))
+		}
+		return nil, nil, errorf(ErrBusy, "the batch needs %d command slots (its concurrency) and fewer are free "+
+			"of the %d this server allows; retry later, or lower the concurrency", n, cap(s.slots))
 	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		<-s.slots
+		for range n {
+			<-s.slots
+		}
 		return nil, nil, errorf(ErrUnavailable, "the server is shutting down")
 	}
 	s.runs.Add(1)
 	s.mu.Unlock()
 	rctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(s.base, cancel)
-	s.metrics.running.Inc()
+	s.metrics.running.Add(float64(n))
 	return rctx, func() {
 		stop()
 		cancel()
-		s.metrics.running.Dec()
-		<-s.slots
+		s.metrics.running.Sub(float64(n))
+		for range n {
+			<-s.slots
+		}
 		s.runs.Done()
 	}, nil
 }

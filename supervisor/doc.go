@@ -28,6 +28,12 @@
 // the supervisor or read its spill files and memory; the containments, the spill
 // files and the data directory stay the supervisor's.
 //
+// RunBatch runs up to 32 requests, a bounded number at once, after
+// validating all of them (one invalid request starts nothing), and renders
+// their Results as one model-facing text bounded by a byte budget: the
+// tail kept under a marker when it is too long (budget.BatchView). With a
+// journal, the batch and each of its Results are journaled.
+//
 // The Result marshals to the JSON contract of the README's Result: the model
 // views of both streams (budget), their counters, the spill paths of the
 // fuller copies (spill), and what the kill did (killtree).

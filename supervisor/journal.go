@@ -18,7 +18,7 @@ const sweepEvery = time.Hour
 
 // interruptedNote is the stderr of an entry Recover completes.
 const interruptedNote = "[corral: this command's result was never recorded: the server stopped (was killed, " +
-	"crashed or lost power) while the command ran, or could not write the result; corral completed this entry " +
+	"crashed or lost power) while the command ran (or, in a batch, waited for its turn), or could not write the result; corral completed this entry " +
 	"at its next start. What the command printed is lost; its process tree did not outlive that server.]"
 
 // journalState is the Supervisor's side of the journal.
@@ -103,6 +103,10 @@ func marshalResult(res Result) ([]byte, error) {
 // counted; the command then runs without an entry (its Result has no ID).
 func (p *proc) journalStart() {
 	s := p.s
+	if p.v.entry != nil { // a batch's, written before the batch ran
+		p.jst = p.v.entry
+		return
+	}
 	if s.journal == nil {
 		return
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/corral-sh/corral/budget"
+	"github.com/corral-sh/corral/journal"
 	"github.com/corral-sh/corral/spill"
 )
 
@@ -132,6 +133,10 @@ type validated struct {
 	timeout time.Duration
 	stdout  budget.Policy
 	stderr  budget.Policy
+
+	// entry is a batch request's journal entry, written as started before
+	// the batch ran; nil makes the command write its own.
+	entry *journal.Started
 
 	// Set for background jobs only.
 	job         bool
