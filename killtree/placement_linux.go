@@ -119,11 +119,19 @@ func (m *mounts) busyCgroup2(home string) string {
 		return err.Error()
 	}
 	for _, p := range pids {
-		if p != os.Getpid() {
+		if p != os.Getpid() && !ownWatchdog(p) {
 			return fmt.Sprintf("this process's cgroup %s also holds other processes (%d): cgroup v2 enables no controller below a cgroup that holds processes", m.own[m.v2], p)
 		}
 	}
 	return ""
+}
+
+// ownWatchdog reports whether pid is a watchdog this process started: it
+// starts in this process's cgroup and moves with it (leaveHome).
+func ownWatchdog(pid int) bool {
+	v, ok := ownChildren.Load(pid)
+	_, wd := v.(struct{})
+	return ok && wd
 }
 
 var (
@@ -136,7 +144,8 @@ var (
 // moves the whole thread group) out of home, its own v2 cgroup, into the
 // leaf <instDir>/supervisor, so that home holds no process and can enable
 // controllers for the leaves beneath it (systemd's delegation pattern). It
-// refuses when home holds any other process: corral moves only itself. It
+// refuses when home holds any other process: corral moves only itself and
+// its watchdogs (started before the first containment, so in home). It
 // moves once per process; later calls return the first one's outcome. The
 // leaf stays until the process exits; the stale sweep removes it with the
 // instance directory, and never kills what it holds.
@@ -147,10 +156,17 @@ func leaveHome(home, instDir string) (string, error) {
 		return leftHome, leaveOnce
 	}
 	pids, err := readPids(filepath.Join(home, "cgroup.procs"))
+	var watchdogs []int
 	if err == nil {
 		for _, p := range pids {
-			if p != os.Getpid() {
+			switch {
+			case p == os.Getpid():
+			case ownWatchdog(p):
+				watchdogs = append(watchdogs, p)
+			default:
 				err = fmt.Errorf("killtree: %s holds process %d besides this one: cannot leave it empty for the cgroup v2 controllers: %w", home, p, ErrUnavailable)
+			}
+			if err != nil {
 				break
 			}
 		}
@@ -159,6 +175,11 @@ func leaveHome(home, instDir string) (string, error) {
 		dir := filepath.Join(instDir, supervisorLeaf)
 		if _, err = mkLeaf(dir); err == nil || errors.Is(err, os.ErrExist) {
 			err = writeFile(filepath.Join(dir, "cgroup.procs"), strconv.Itoa(os.Getpid()))
+		}
+		for _, p := range watchdogs {
+			if err == nil {
+				err = writeFile(filepath.Join(dir, "cgroup.procs"), strconv.Itoa(p))
+			}
 		}
 		if err == nil {
 			leftHome = dir

@@ -65,26 +65,42 @@ func TestPlace(t *testing.T) {
 // helperLeaveHome moves itself out of its own v2 cgroup into the leaf
 // <own>/corral/<instance>/supervisor (leaveHome) and prints "moved <its v2
 // cgroup>", or "refused <error>".
-func helperLeaveHome([]string) int {
+func helperLeaveHome(args []string) int {
 	mnt := findMounts()
 	if mnt.v2 == "" {
 		fmt.Println("refused no cgroup2")
 		return 0
+	}
+	// "watchdog": a child registered as a watchdog shares the cgroup and
+	// must move along.
+	var wd *exec.Cmd
+	if len(args) > 0 && args[0] == "watchdog" {
+		wd = exec.Command("sleep", "30")
+		if err := wd.Start(); err != nil {
+			fmt.Println("refused", err)
+			return 0
+		}
+		ownChildren.Store(wd.Process.Pid, struct{}{})
+		defer func() { _ = wd.Process.Kill(); _ = wd.Wait() }()
 	}
 	home := mnt.place(mnt.v2, "")
 	if _, err := leaveHome(home, mnt.place(mnt.v2, filepath.Join("corral", instance()))); err != nil {
 		fmt.Println("refused", errors.Is(err, ErrUnavailable), err)
 		return 0
 	}
-	fmt.Println("moved", ownCgroups(mnt, readFileOr("/proc/self/cgroup"))[mnt.v2])
+	line := "moved " + ownCgroups(mnt, readFileOr("/proc/self/cgroup"))[mnt.v2]
+	if wd != nil {
+		line += " watchdog " + ownCgroups(mnt, readFileOr(fmt.Sprintf("/proc/%d/cgroup", wd.Process.Pid)))[mnt.v2]
+	}
+	fmt.Println(line)
 	return 0
 }
 
 // runLeaveHome runs the leavehome helper in the safety cgroups and returns
 // its line.
-func runLeaveHome(t *testing.T, safety *proctest.Safety) string {
+func runLeaveHome(t *testing.T, safety *proctest.Safety, args ...string) string {
 	t.Helper()
-	argv, henv := proctest.Argv("leavehome")
+	argv, henv := proctest.Argv("leavehome", args...)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), henv)
 	out, err := cmd.StdoutPipe()
@@ -115,6 +131,12 @@ func TestLeaveHome(t *testing.T) {
 	want := "/" + safety.Name() + "/corral/"
 	if !strings.HasPrefix(got, "moved "+want) || !strings.HasSuffix(got, "/"+supervisorLeaf) {
 		t.Errorf("alone in its cgroup: %q, want moved %s<instance>/%s", got, want, supervisorLeaf)
+	}
+	// With its watchdog beside it (started before any containment): both move.
+	got = runLeaveHome(t, safety, "watchdog")
+	if f := strings.Fields(got); len(f) != 4 || f[0] != "moved" || f[2] != "watchdog" || f[1] != f[3] ||
+		!strings.HasSuffix(f[1], "/"+supervisorLeaf) {
+		t.Errorf("with its watchdog: %q, want both moved into the same %s leaf", got, supervisorLeaf)
 	}
 
 	// Another process in the same cgroup: no move.
