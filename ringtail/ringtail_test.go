@@ -451,12 +451,12 @@ func TestCopySince(t *testing.T) {
 		want      string
 		wantStart int64
 	}{
-		{0, "456", 4},   // the ring moved past 0: four bytes skipped
-		{5, "567", 5},   // inside the ring, cut to the buffer
-		{10, "ab", 10},  // the end of the stream
-		{12, "", 12},    // at the end
-		{99, "", 12},    // past the end
-		{-3, "456", 4},  // negative is 0
+		{0, "456", 4},  // the ring moved past 0: four bytes skipped
+		{5, "567", 5},  // inside the ring, cut to the buffer
+		{10, "ab", 10}, // the end of the stream
+		{12, "", 12},   // at the end
+		{99, "", 12},   // past the end
+		{-3, "456", 4}, // negative is 0
 	} {
 		n, start := tail.CopySince(buf, tc.off)
 		if got := string(buf[:n]); got != tc.want || start != tc.wantStart {
