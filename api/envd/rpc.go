@@ -17,6 +17,10 @@ type rpc struct {
 	s *Service
 }
 
+// testHookStarted, when set by a test, runs between the job's start and
+// the start event.
+var testHookStarted func(ctx context.Context)
+
 // killWait bounds how long a Start whose client went before the start
 // event, and a SendSignal, wait for the tree to be gone.
 const killWait = 30 * time.Second
@@ -62,6 +66,9 @@ func (r *rpc) Start(ctx context.Context, req *connect.Request[processpb.StartReq
 
 	// Until the start event is out, the client has no pid to reach the
 	// process by: a stream gone before it kills the process.
+	if testHookStarted != nil {
+		testHookStarted(ctx)
+	}
 	err = ctx.Err()
 	if err == nil {
 		err = stream.Send(&processpb.StartResponse{Event: startEvent(p.pid)})

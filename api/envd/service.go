@@ -253,6 +253,9 @@ func keepalive(h http.Header) time.Duration {
 // toConnect turns a supervisor error into a Connect error with a code the
 // SDKs branch on and a message without Go package prefixes.
 func toConnect(err error) error {
+	if err == nil {
+		return nil
+	}
 	var ce *connect.Error
 	if errors.As(err, &ce) {
 		return err
