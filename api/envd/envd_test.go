@@ -656,4 +656,3 @@ func TestToken(t *testing.T) {
 			resp.Header.Get("X-Envd-Version"), envd.Version)
 	}
 }
-
