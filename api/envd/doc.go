@@ -17,7 +17,7 @@
 //     refused (Unimplemented). The Connect-Timeout-Ms deadline is the
 //     process's lifetime, as in envd; without one it is the supervisor's
 //     longest job lifetime.
-//   - The stream is start{pid}, then data (raw bytes, at most 64 KiB an
+//   - The stream is start{pid}, then data (raw bytes, at most 256 KiB an
 //     event) and keepalive (after Keepalive-Ping-Interval seconds, default
 //     90, without an event), then end{exit_code, exited, status, error}.
 //     A process killed by a signal ends with exit_code -1, exited false and

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -93,7 +94,11 @@ func New(cfg Config) (*Service, error) {
 // Handler serves the Connect service process.Process and GET /health.
 func (s *Service) Handler() http.Handler {
 	mux := http.NewServeMux()
-	path, h := processpbconnect.NewProcessHandler(&rpc{s: s}, connect.WithReadMaxBytes(maxMessageBytes))
+	// Responses are never compressed: output is streamed as fast as it
+	// comes, and gzip would cost more CPU than the command (compressed
+	// requests are still read).
+	path, h := processpbconnect.NewProcessHandler(&rpc{s: s}, connect.WithReadMaxBytes(maxMessageBytes),
+		connect.WithCompressMinBytes(math.MaxInt32))
 	mux.Handle(path, h)
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")

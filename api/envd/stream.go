@@ -11,7 +11,7 @@ import (
 )
 
 // chunkBytes is the most one data event carries.
-const chunkBytes = 64 << 10
+const chunkBytes = 256 << 10
 
 var chunkBufs = sync.Pool{New: func() any { b := make([]byte, chunkBytes); return &b }}
 
