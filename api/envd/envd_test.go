@@ -3,10 +3,13 @@ package envd_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/user"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -32,11 +35,13 @@ func TestMain(m *testing.M) {
 // env is one test envd: a supervisor, the Service over it, an httptest
 // server on loopback and a Connect client of each codec.
 type env struct {
-	t      *testing.T
-	sup    *supervisor.Supervisor
-	ts     *httptest.Server
-	client processpbconnect.ProcessClient // binary protobuf
-	json   processpbconnect.ProcessClient // Connect JSON, as the JS SDK speaks
+	t       *testing.T
+	sup     *supervisor.Supervisor
+	ts      *httptest.Server
+	client  processpbconnect.ProcessClient // binary protobuf
+	json    processpbconnect.ProcessClient // Connect JSON, as the JS SDK speaks
+	grpc    processpbconnect.ProcessClient // gRPC over HTTP/2 without TLS
+	grpcWeb processpbconnect.ProcessClient // gRPC-Web over HTTP/1.1
 }
 
 type option func(*envd.Config, *supervisor.Config)
@@ -66,15 +71,26 @@ func newEnv(t *testing.T, opts ...option) *env {
 		sup.Close()
 		t.Fatal(err)
 	}
-	e := &env{t: t, sup: sup, ts: httptest.NewServer(svc.Handler())}
+	// HTTP/1.1 and HTTP/2 without TLS, as corral serve --envd listens.
+	var protocols, h2c http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	h2c.SetUnencryptedHTTP2(true)
+	e := &env{t: t, sup: sup, ts: httptest.NewUnstartedServer(svc.Handler())}
+	e.ts.Config.Protocols = &protocols
+	e.ts.Start()
 	tr := &http.Transport{}
+	h2 := &http.Transport{Protocols: &h2c}
 	hc := &http.Client{Transport: tr}
 	e.client = processpbconnect.NewProcessClient(hc, e.ts.URL)
 	e.json = processpbconnect.NewProcessClient(hc, e.ts.URL, connect.WithProtoJSON())
+	e.grpc = processpbconnect.NewProcessClient(&http.Client{Transport: h2}, e.ts.URL, connect.WithGRPC())
+	e.grpcWeb = processpbconnect.NewProcessClient(hc, e.ts.URL, connect.WithGRPCWeb())
 	t.Cleanup(func() {
 		sup.Close() // kills every job, so every stream ends
 		e.ts.Close()
 		tr.CloseIdleConnections()
+		h2.CloseIdleConnections()
 	})
 	return e
 }
@@ -203,6 +219,8 @@ func TestStartStreamsOutputAndEnd(t *testing.T) {
 	}{
 		{"proto", e.client}, // binary protobuf
 		{"json", e.json},    // Connect JSON, the JS SDK's codec
+		{"grpc", e.grpc},    // gRPC, h2c
+		{"grpc-web", e.grpcWeb},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := collect(started(e.t)(tc.client.Start(context.Background(),
@@ -257,6 +275,19 @@ func TestStartRunsArgsExactlyWithEnvAndCwd(t *testing.T) {
 	if got, want := r.stdout.String(), "a b; $(id)|it's|"; got != want || r.end.GetExitCode() != 0 {
 		t.Errorf("stdout %q end %v, want %q and exit 0: args reach the program untouched", got, r.end, want)
 	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		t.Skip(err)
+	}
+	for _, cwd := range []*string{nil, ptr("~"), ptr("~/.")} {
+		req := bash("", `pwd -P`)
+		req.Process.Cwd = cwd // none, or "~" and "~/...": the home, as in envd
+		r = collect(started(t)(e.client.Start(context.Background(), connect.NewRequest(req))))
+		want, _ := filepath.EvalSymlinks(home)
+		if got := strings.TrimSpace(r.stdout.String()); got != want {
+			t.Errorf("cwd %v: pwd %q, want the home %q", cwd, got, want)
+		}
+	}
 	req = bash("", `echo "$FOO:$PWD:$$"`)
 	req.Process.Envs = map[string]string{"FOO": "bar"}
 	req.Process.Cwd = &dir
@@ -265,6 +296,8 @@ func TestStartRunsArgsExactlyWithEnvAndCwd(t *testing.T) {
 		t.Errorf("stdout %q, want %q: envs, cwd, and the pid is the program's", got, want)
 	}
 }
+
+func ptr[T any](v T) *T { return &v }
 
 func TestErrors(t *testing.T) {
 	t.Parallel()
@@ -329,6 +362,14 @@ func TestErrors(t *testing.T) {
 	} {
 		if code(tc.err) != tc.want || tc.err == nil || !strings.Contains(tc.err.Error(), tc.text) {
 			t.Errorf("%s: %v, want %v mentioning %q", tc.name, tc.err, tc.want, tc.text)
+		}
+	}
+	// The user commands run as may be named.
+	if u, err := user.Current(); err == nil {
+		self := "Basic " + base64.StdEncoding.EncodeToString([]byte(u.Username+":"))
+		if err := startErr(&processpb.StartRequest{Process: &processpb.ProcessConfig{Cmd: "true"}, Stdin: &no},
+			"Authorization", self); err != nil {
+			t.Errorf("Start as %s, the server's own user: %v", u.Username, err)
 		}
 	}
 	// Connect to an unknown process.
@@ -645,6 +686,24 @@ func TestToken(t *testing.T) {
 	req.Header().Set("X-Access-Token", "tok-1")
 	if _, err := e.client.List(ctx, req); err != nil {
 		t.Errorf("List with the token: %v", err)
+	}
+	// Browsers: a cross-site request, and a DNS-rebound host name.
+	for _, h := range [][2]string{{"Sec-Fetch-Site", "cross-site"}, {"Host", "evil.example"}} {
+		req, _ := http.NewRequest("POST", e.ts.URL+"/process.Process/List", strings.NewReader("{}"))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Access-Token", "tok-1")
+		req.Header.Set(h[0], h[1])
+		if h[0] == "Host" {
+			req.Host = h[1]
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("List with %s: %s: %d, want 403", h[0], h[1], resp.StatusCode)
+		}
 	}
 	resp, err := http.Get(e.ts.URL + "/health")
 	if err != nil {
