@@ -715,3 +715,30 @@ func TestToken(t *testing.T) {
 			resp.Header.Get("X-Envd-Version"), envd.Version)
 	}
 }
+
+// A tag names the job's session: variables a command of that session
+// exported apply beneath envs.
+func TestTagIsSession(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	if _, err := e.sup.Run(context.Background(), supervisor.Request{Command: "export FOO=from-session", Session: "s1"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		tag, envFOO, want string
+	}{
+		{"s1", "", "from-session"}, // the session's variable
+		{"s1", "mine", "mine"},     // envs on top
+		{"other", "", ""},          // another session has none
+	} {
+		req := bash("", `echo "$FOO"`)
+		req.Tag = &tc.tag
+		if tc.envFOO != "" {
+			req.Process.Envs = map[string]string{"FOO": tc.envFOO}
+		}
+		r := collect(started(t)(e.client.Start(context.Background(), connect.NewRequest(req))))
+		if got := strings.TrimSpace(r.stdout.String()); got != tc.want {
+			t.Errorf("tag %q envs FOO=%q: $FOO %q, want %q", tc.tag, tc.envFOO, got, tc.want)
+		}
+	}
+}
