@@ -76,6 +76,11 @@ func TestEnvdE2BSDK(t *testing.T) {
 	if err != nil {
 		t.Skip("node not found")
 	}
+	// e2b 2.x needs Node 20.18.1 or later (its undici); Debian's apt has 18.
+	if v, err := exec.Command(node, "-e", `const [a, b, c] = process.versions.node.split(".").map(Number);
+process.stdout.write(a > 20 || a === 20 && (b > 18 || b === 18 && c >= 1) ? "ok" : process.versions.node)`).Output(); err != nil || string(v) != "ok" {
+		t.Skipf("node %s (%v): the e2b SDK needs Node 20.18.1 or later", v, err)
+	}
 	floodMiB := 64
 	if v := os.Getenv("CORRAL_E2B_FLOOD_MIB"); v != "" {
 		if floodMiB, err = strconv.Atoi(v); err != nil || floodMiB < 1 {
