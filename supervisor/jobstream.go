@@ -78,3 +78,10 @@ func (js *JobStream) Kill(ctx context.Context, hard bool) error {
 
 // MaxJobLifetime is the longest lifetime a JobRequest may ask for.
 func (s *Supervisor) MaxJobLifetime() time.Duration { return s.jobs.maxLifetime }
+
+// HasJob reports whether the job id is running or still retained, without
+// the cost of describing it (Job counts its output).
+func (s *Supervisor) HasJob(id string) bool {
+	_, err := s.jobs.get(id)
+	return err == nil
+}

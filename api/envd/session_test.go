@@ -1,7 +1,9 @@
 package envd
 
 import (
+	"fmt"
 	"github.com/corral-sh/corral/api/envd/processpb"
+	"github.com/corral-sh/corral/supervisor"
 	"strings"
 	"testing"
 )
@@ -34,5 +36,23 @@ func TestShellCommandQuotes(t *testing.T) {
 	want := `exec 3>&- -- '/bin/bash' '-l' '-c' 'echo '\''hi'\'''`
 	if got != want {
 		t.Errorf("shellCommand = %s, want %s", got, want)
+	}
+}
+
+// The table forgets the processes whose jobs the supervisor forgot, and
+// stays within twice what it retains.
+func TestTablePrunes(t *testing.T) {
+	sup, err := supervisor.New(supervisor.Config{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sup.Close()
+	var tb table
+	tb.init()
+	for i := range 1000 {
+		tb.add(sup, &process{id: fmt.Sprintf("j-gone-%d", i), pid: uint32(i + 1)})
+		if n := len(tb.byPid); n > minPrune {
+			t.Fatalf("after %d adds of forgotten jobs the table holds %d, want at most %d", i+1, n, minPrune)
+		}
 	}
 }

@@ -1,13 +1,13 @@
 package envd
 
 import (
+	"errors"
+	"fmt"
 	"sort"
 	"sync"
 	"time"
 
 	"connectrpc.com/connect"
-	"errors"
-	"fmt"
 
 	"github.com/corral-sh/corral/api/envd/processpb"
 	"github.com/corral-sh/corral/supervisor"
@@ -34,23 +34,33 @@ func (p *process) running() bool {
 // output and end). Exited entries the supervisor forgot are dropped at the
 // next add, so the table stays within the supervisor's job bounds.
 type table struct {
-	mu    sync.Mutex
-	byPid map[uint32]*process // guarded by mu
+	mu      sync.Mutex
+	byPid   map[uint32]*process // guarded by mu
+	pruneAt int                 // guarded by mu; prune once byPid holds this many
 }
+
+// minPrune is the table size below which add does not prune.
+const minPrune = 64
 
 func (t *table) init() { t.byPid = map[uint32]*process{} }
 
-// add records p, replacing an exited process of the same pid, and drops
-// what sup no longer retains.
+// add records p, replacing an exited process of the same pid. Once the
+// table doubled since the last time, it drops what sup no longer retains,
+// so the cost is amortised and the table stays within twice the jobs sup
+// holds (and minPrune).
 func (t *table) add(sup *supervisor.Supervisor, p *process) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.byPid[p.pid] = p
+	if len(t.byPid) < max(t.pruneAt, minPrune) {
+		return
+	}
 	for pid, q := range t.byPid {
-		if _, err := sup.Job(q.id); err != nil {
+		if !sup.HasJob(q.id) {
 			delete(t.byPid, pid)
 		}
 	}
-	t.byPid[p.pid] = p
+	t.pruneAt = 2 * len(t.byPid)
 }
 
 // list returns the running processes, oldest first.
