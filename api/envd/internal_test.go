@@ -2,10 +2,11 @@ package envd
 
 import (
 	"fmt"
-	"github.com/corral-sh/corral/api/envd/processpb"
-	"github.com/corral-sh/corral/supervisor"
 	"strings"
 	"testing"
+
+	"github.com/corral-sh/corral/api/envd/processpb"
+	"github.com/corral-sh/corral/supervisor"
 )
 
 func TestSessionOfTag(t *testing.T) {
