@@ -38,7 +38,7 @@ func (s *Service) follow(ctx context.Context, js *supervisor.JobStream, interval
 			n, start := js.Read(i, buf, off[i])
 			if skipped := start - off[i]; skipped > 0 {
 				note := fmt.Sprintf("\n[corral: %d bytes of %s were skipped here: this client read more slowly than the "+
-					"command wrote, and corral keeps only the last 512 KiB of each stream for its readers.]\n",
+					"command wrote, and corral keeps only the end of each stream (its capture ceiling, 512 KiB by default).]\n",
 					skipped, streamNames[i])
 				if err := send(dataEvent(i, []byte(note))); err != nil {
 					return toConnect(err)
