@@ -47,6 +47,30 @@ func TestServeEnvdHealthAndExposure(t *testing.T) {
 	if resp.StatusCode != http.StatusNoContent {
 		t.Errorf("GET /health: %d, want 204", resp.StatusCode)
 	}
+	// A token the operator gave is asked of envd clients, in X-Access-Token.
+	ts := startServe(t, []string{"CORRAL_TOKEN=tok-envd"}, "--listen", "127.0.0.1:0", "--envd", "127.0.0.1:0")
+	for _, tc := range []struct {
+		token string
+		want  int
+	}{
+		{"", http.StatusUnauthorized},                // none
+		{"tok-envd", http.StatusOK},                  // the token
+		{"Bearer tok-envd", http.StatusUnauthorized}, // not the bearer form
+	} {
+		req, _ := http.NewRequest("POST", "http://"+ts.envdAddr()+"/process.Process/List", strings.NewReader("{}"))
+		req.Header.Set("Content-Type", "application/json")
+		if tc.token != "" {
+			req.Header.Set("X-Access-Token", tc.token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("List with X-Access-Token %q: %d, want %d", tc.token, resp.StatusCode, tc.want)
+		}
+	}
 	// A generated token is not asked of envd clients (the SDKs in debug
 	// mode send none), so the envd address must then be loopback.
 	out, err := exec.Command(corralBinary(t), "serve", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0",

@@ -36,13 +36,6 @@ comes from --token-file, else $CORRAL_TOKEN, else serve generates one, writes
 it to DATA-DIR/token (mode 0600, a new one at each start) and logs that path.
 --token works too but every local process can read a command line.
 --insecure-no-auth serves without a token, on loopback or a unix socket only.
-
---envd ADDR also serves the E2B envd process service (Connect, JSON and
-protobuf, at /process.Process/*) and GET /health on ADDR, so the E2B SDKs in
-debug mode drive corral; every process is a background job. It requires
-envd's "X-Access-Token: TOKEN" when the token was given (--token,
---token-file or $CORRAL_TOKEN); with a generated token or none, ADDR must be
-loopback or a unix socket.
 The token never reaches a command's environment, and the server is
 non-dumpable on Linux, so a command running as the same user cannot read the
 server's environment or memory; with --run-as USER (as root) commands run as
@@ -57,6 +50,13 @@ one more is answered 503 UNAVAILABLE with Retry-After: 1); a connection gets
 stay readable for 10 minutes, at most --max-retained-jobs of them and
 --max-retained-bytes of their output; past a cap the oldest is forgotten
 (404 NOT_FOUND saying it expired).
+
+--envd ADDR also serves the E2B envd process service (Connect, JSON and
+protobuf, at /process.Process/*) and GET /health on ADDR, so the E2B SDKs in
+debug mode drive corral; every process is a background job. It requires
+envd's "X-Access-Token: TOKEN" when the token was given (--token,
+--token-file or $CORRAL_TOKEN); with a generated token or none, ADDR must be
+loopback or a unix socket.
 
 Flags:
 `
@@ -335,6 +335,9 @@ func (m *Main) serveEnvd(f serverFlags, sup *supervisor.Supervisor, tok serverTo
 	ln = api.LimitListener(ln, f.maxConnections)
 	go func() { served <- hs.Serve(ln) }()
 	log.Info().Str("envd", listenAddr(ln)).Bool("auth", token != "").Str("envdVersion", envd.Version).Msg("serving envd")
+	if token == "" {
+		log.Warn().Msg("--envd: no X-Access-Token is required (give the token with --token-file or $CORRAL_TOKEN to require it): every local process can run commands through it")
+	}
 	return hs, nil
 }
 
