@@ -104,17 +104,28 @@ func (bn *bench) start(b *testing.B, cfg *processpb.ProcessConfig) int64 {
 
 // BenchmarkRoundTrip is `true` through POST /v1/exec (the Result JSON) and
 // through envd Start (the stream read to its end event) in the same loop,
-// alternating, over loopback on one supervisor, so that both see the same
-// machine load. envd runs it as the E2B SDK's commands.run('true') does
-// without the login shell (/bin/bash -c true). It reports each one's
-// median and the ratio envd/exec.
+// one after the other, over loopback on one supervisor, so that all see the
+// same machine load:
+//
+//   - exec-builtin: POST /v1/exec of `true`, bash's builtin (no exec);
+//   - exec-bin: POST /v1/exec of `/bin/true`: bash execs the program;
+//   - envd-true: Start of the program true, which corral's shell execs,
+//     the same processes as exec-bin;
+//   - envd-bash: Start of /bin/bash -c true, commands.run('true') of the
+//     E2B SDK without its login (-l): corral's shell execs bash, which runs
+//     the builtin.
+//
+// It reports each one's median, envd-true/exec-bin (what the envd face and
+// a job add to the same processes) and envd-bash/exec-builtin (the SDK's
+// shape against the cheapest exec).
 func BenchmarkRoundTrip(b *testing.B) {
 	bn := newBench(b)
-	var execs, envds []time.Duration
-	cfg := &processpb.ProcessConfig{Cmd: "true"}
-	for b.Loop() {
+	var builtin, bin, trues, bashes []time.Duration
+	direct := &processpb.ProcessConfig{Cmd: "true"}
+	sdk := &processpb.ProcessConfig{Cmd: "/bin/bash", Args: []string{"-c", "true"}}
+	exec := func(body string) time.Duration {
 		begin := time.Now()
-		resp, err := bn.hc.Post(bn.exec+"/v1/exec", "application/json", strings.NewReader(`{"command":"true"}`))
+		resp, err := bn.hc.Post(bn.exec+"/v1/exec", "application/json", strings.NewReader(body))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -123,15 +134,27 @@ func BenchmarkRoundTrip(b *testing.B) {
 		if resp.StatusCode != 200 {
 			b.Fatalf("status %d", resp.StatusCode)
 		}
-		execs = append(execs, time.Since(begin))
-		begin = time.Now()
-		bn.start(b, cfg)
-		envds = append(envds, time.Since(begin))
+		return time.Since(begin)
 	}
-	e, v := median(execs), median(envds)
-	b.ReportMetric(float64(e.Microseconds())/1e3, "exec-p50-ms")
-	b.ReportMetric(float64(v.Microseconds())/1e3, "envd-p50-ms")
-	b.ReportMetric(float64(v)/float64(e), "envd/exec")
+	start := func(cfg *processpb.ProcessConfig) time.Duration {
+		begin := time.Now()
+		bn.start(b, cfg)
+		return time.Since(begin)
+	}
+	for b.Loop() {
+		builtin = append(builtin, exec(`{"command":"true"}`))
+		bin = append(bin, exec(`{"command":"/bin/true"}`))
+		trues = append(trues, start(direct))
+		bashes = append(bashes, start(sdk))
+	}
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 }
+	eb, ex, et, es := median(builtin), median(bin), median(trues), median(bashes)
+	b.ReportMetric(ms(eb), "exec-builtin-ms")
+	b.ReportMetric(ms(ex), "exec-bin-ms")
+	b.ReportMetric(ms(et), "envd-true-ms")
+	b.ReportMetric(ms(es), "envd-bash-ms")
+	b.ReportMetric(float64(et)/float64(ex), "envd-true/exec-bin")
+	b.ReportMetric(float64(es)/float64(eb), "envd-bash/exec-builtin")
 }
 
 func median(ds []time.Duration) time.Duration {
