@@ -441,3 +441,26 @@ func BenchmarkWrite64K(b *testing.B) {
 
 // sink keeps benchmark buffers alive so the compiler cannot drop the copies.
 var sink []byte
+
+func TestCopySince(t *testing.T) {
+	tail := New(Limits{MaxBytes: 8, MaxLines: 100})
+	tail.Write([]byte("0123456789ab")) // the ring holds 456789ab
+	buf := make([]byte, 3)
+	for _, tc := range []struct {
+		off       int64
+		want      string
+		wantStart int64
+	}{
+		{0, "456", 4},  // the ring moved past 0: four bytes skipped
+		{5, "567", 5},  // inside the ring, cut to the buffer
+		{10, "ab", 10}, // the end of the stream
+		{12, "", 12},   // at the end
+		{99, "", 12},   // past the end
+		{-3, "456", 4}, // negative is 0
+	} {
+		n, start := tail.CopySince(buf, tc.off)
+		if got := string(buf[:n]); got != tc.want || start != tc.wantStart {
+			t.Errorf("CopySince(%d) = %q at %d, want %q at %d", tc.off, got, start, tc.want, tc.wantStart)
+		}
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/corral-sh/corral/api"
+	"github.com/corral-sh/corral/api/envd"
 	"github.com/corral-sh/corral/journal"
 	"github.com/corral-sh/corral/killtree"
 	"github.com/corral-sh/corral/supervisor"
@@ -58,6 +59,13 @@ stay readable for 10 minutes, at most --max-retained-jobs of them and
 --max-retained-bytes of their output; past a cap the oldest is forgotten
 (404 NOT_FOUND saying it expired).
 
+--envd ADDR also serves the E2B envd process service (Connect, JSON and
+protobuf, at /process.Process/*) and GET /health on ADDR, so the E2B SDKs in
+debug mode drive corral; every process is a background job. It requires
+envd's "X-Access-Token: TOKEN" when the token was given (--token,
+--token-file or $CORRAL_TOKEN); with a generated token or none, ADDR must be
+loopback or a unix socket.
+
 Flags:
 `
 
@@ -70,6 +78,7 @@ const (
 // serverFlags are the flags shared by corral serve and corral mcp.
 type serverFlags struct {
 	listen         string
+	envd           string
 	token          string
 	tokenFile      string
 	insecureNoAuth bool
@@ -100,6 +109,10 @@ func (m *Main) serverFlagSet(name, usageText string, f *serverFlags, network boo
 	}
 	if network {
 		fs.StringVar(&f.listen, "listen", "127.0.0.1:7823", "`address` to listen on: host:port, or unix:/path/to.sock (mode 0600)")
+		if name == "corral serve" {
+			fs.StringVar(&f.envd, "envd", "", "also serve the E2B envd process API (Connect) and GET /health on `address` (envd's port is 49983); "+
+				"it checks X-Access-Token only with a token given by --token, --token-file or $CORRAL_TOKEN, else it must be loopback")
+		}
 		fs.StringVar(&f.tokenFile, "token-file", "", "read the bearer token from `file` (a regular file of this user's, mode 0600 or stricter)")
 		fs.StringVar(&f.token, "token", "", "bearer `token` (visible to every local process: prefer --token-file or $CORRAL_TOKEN)")
 		fs.BoolVar(&f.insecureNoAuth, "insecure-no-auth", false, "serve without a token (loopback or a unix socket only): every local process can run commands")
@@ -280,7 +293,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	// event streams and long polls. Bodies have the handler's own deadline.
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: api.HeaderTimeout, IdleTimeout: seconds(f.idleTimeout)}
 	ln = api.LimitListener(ln, f.maxConnections)
-	served := make(chan error, 1)
+	served := make(chan error, 2)
 	go func() { served <- hs.Serve(ln) }()
 	ev := log.Info().Str("listen", listenAddr(ln)).Str("tier", string(sup.Tier())).Bool("auth", tok.value != "").
 		Str("tokenSource", tok.source).Str("version", Version)
@@ -291,6 +304,15 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		ev = ev.Str("runAs", user).Str("cwd", dir)
 	}
 	ev.Msg("serving")
+	var envdServer *http.Server
+	if f.envd != "" {
+		envdServer, err = m.serveEnvd(f, sup, tok, log, served)
+		if err != nil {
+			hs.Close()
+			<-served
+			return err
+		}
+	}
 
 	select {
 	case err := <-served:
@@ -302,17 +324,66 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	log.Info().Msg("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), grace+2*time.Second)
 	defer cancel()
-	stopped := make(chan error, 1)
+	stopped := make(chan error, 2)
 	go func() { stopped <- hs.Shutdown(sctx) }()
+	if envdServer != nil {
+		go func() { stopped <- envdServer.Shutdown(sctx) }()
+	}
 	if err := srv.Shutdown(sctx); err != nil {
 		log.Warn().Err(err).Msg("commands still running at the deadline")
 	}
-	if err := <-stopped; err != nil {
-		log.Warn().Err(err).Msg("connections still open at the deadline")
-		hs.Close()
+	servers := 1
+	if envdServer != nil {
+		servers = 2
 	}
-	<-served // http.ErrServerClosed
+	for range servers {
+		if err := <-stopped; err != nil {
+			log.Warn().Err(err).Msg("connections still open at the deadline")
+			hs.Close()
+			if envdServer != nil {
+				envdServer.Close()
+			}
+		}
+	}
+	for range servers {
+		<-served // http.ErrServerClosed
+	}
 	return nil
+}
+
+// serveEnvd starts the envd face on f.envd; its Serve result goes to served.
+// Only a token the operator gave is required of envd clients (X-Access-Token):
+// the E2B SDKs in debug mode send none, so with a generated token the envd
+// address must be loopback, as without one.
+func (m *Main) serveEnvd(f serverFlags, sup *supervisor.Supervisor, tok serverToken, log zerolog.Logger, served chan<- error) (*http.Server, error) {
+	token := tok.value
+	if tok.source == tokenFromGenerated {
+		token = ""
+	}
+	if err := checkExposure(f.envd, token); err != nil {
+		return nil, fmt.Errorf("--envd: %w", err)
+	}
+	svc, err := envd.New(envd.Config{Supervisor: sup, Token: token})
+	if err != nil {
+		return nil, err
+	}
+	ln, err := listen(f.envd)
+	if err != nil {
+		return nil, fmt.Errorf("--envd: %w", err)
+	}
+	// HTTP/1.1 for the SDKs, and HTTP/2 without TLS for gRPC clients.
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	hs := &http.Server{Handler: svc.Handler(), ReadHeaderTimeout: api.HeaderTimeout,
+		IdleTimeout: seconds(f.idleTimeout), Protocols: &protocols}
+	ln = api.LimitListener(ln, f.maxConnections)
+	go func() { served <- hs.Serve(ln) }()
+	log.Info().Str("envd", listenAddr(ln)).Bool("auth", token != "").Str("envdVersion", envd.Version).Msg("serving envd")
+	if token == "" {
+		log.Warn().Msg("--envd: no X-Access-Token is required (give the token with --token-file or $CORRAL_TOKEN to require it): every local process can run commands through it")
+	}
+	return hs, nil
 }
 
 // checkConnLimits refuses connection limits that would disable themselves.
