@@ -313,8 +313,8 @@ func TestJobRetentionHTTP(t *testing.T) {
 	}
 	j := list.Jobs[0]
 	want := supervisor.JobInfo{ID: st.ID, Command: "echo done", State: supervisor.JobExited, Pid: st.Pid,
-		StartedAt: j.StartedAt, StdoutBytes: 5}
-	if diff := cmp.Diff(want, j); diff != "" || j.StartedAt.IsZero() {
+		StartedAt: j.StartedAt, StdoutBytes: 5, Usage: j.Usage}
+	if diff := cmp.Diff(want, j); diff != "" || j.StartedAt.IsZero() || j.Usage == nil {
 		t.Errorf("listed job (-want +got):\n%s", diff)
 	}
 	waitFor(t, 30*time.Second, func() bool {

@@ -72,3 +72,22 @@ func TestLimitsWire(t *testing.T) {
 		t.Errorf("job listing usage %s: %v", list.Jobs[0]["usage"], err)
 	}
 }
+
+// TestLimitsMCP: the MCP bash tool takes the same limits, refused the same
+// way.
+func TestLimitsMCP(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, withLimits(1<<30, 1, 1000))
+	cs := inMemoryMCP(t, e)
+	r := callRaw(t, cs, "bash", `{"command":"echo started","limits":{"cpus":5000}}`)
+	if !r.IsError || !strings.Contains(toolText(r), "limits.cpus") {
+		t.Errorf("cpus 5000: %+v, want a tool error naming limits.cpus", toolText(r))
+	}
+	r = callRaw(t, cs, "bash", `{"command":"echo ok","limits":{"memoryBytes":268435456,"pids":50}}`)
+	if r.IsError || !strings.Contains(toolText(r), "ok") {
+		t.Errorf("within the limits: %q", toolText(r))
+	}
+	if n := e.sup.Stats().Started; n != 1 {
+		t.Errorf("%d commands started, want 1", n)
+	}
+}

@@ -36,6 +36,8 @@ type BashInput struct {
 	Background  bool     `json:"background,omitempty" jsonschema:"start a background job and return its ID at once instead of waiting for the end"`
 	Lifetime    *float64 `json:"lifetime,omitempty" jsonschema:"background only: seconds before the job is killed"` // likewise
 	Interactive bool     `json:"interactive,omitempty" jsonschema:"background only: keep stdin open for job_input"`
+	// Limits caps the command's resources, at most the server's.
+	Limits *LimitsRequest `json:"limits,omitempty" jsonschema:"resource limits of the command's whole process tree, at most the server's: memoryBytes, cpus (1.5 = one and a half CPUs), pids (tasks)"`
 }
 
 // bashSchema is BashInput's schema with the configured ranges of timeout and
@@ -175,7 +177,7 @@ func (s *Server) bashTool(ctx context.Context, req *mcp.CallToolRequest, in Bash
 		return s.bashBackground(in)
 	}
 	r, err := ExecRequest{Command: in.Command, Timeout: in.Timeout, Cwd: in.Cwd, Yield: in.Yield,
-		Session: cmp.Or(in.Session, s.mcpSession(req)), ResetSession: in.Restart}.request(s.sup.MaxTimeout())
+		Session: cmp.Or(in.Session, s.mcpSession(req)), ResetSession: in.Restart, Limits: in.Limits}.request(s.sup.MaxTimeout())
 	if err != nil {
 		s.metrics.outcome(OutcomeInvalid)
 		return nil, nil, toolError(err)

@@ -108,7 +108,7 @@ func (s *Server) bashBackground(in BashInput) (*mcp.CallToolResult, any, error) 
 	if !in.Background {
 		return nil, nil, toolError(errorf(ErrInvalidArgument, "lifetime and interactive need background: true"))
 	}
-	req, err := JobRequest{ExecRequest: ExecRequest{Command: in.Command, Timeout: in.Timeout, Cwd: in.Cwd},
+	req, err := JobRequest{ExecRequest: ExecRequest{Command: in.Command, Timeout: in.Timeout, Cwd: in.Cwd, Limits: in.Limits},
 		Lifetime: in.Lifetime, Interactive: in.Interactive}.request(s.sup.MaxTimeout())
 	if err != nil {
 		return nil, nil, toolError(err)

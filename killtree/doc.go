@@ -85,8 +85,8 @@
 //     migrations; Kill waits for "populated 0" in cgroup.events through
 //     inotify. pids.max (Config.PidsMax, default 4096 tasks) is set through
 //     the v2 pids controller or, on hybrid hosts whose v2 hierarchy has no
-//     controllers, in a v1 pids leaf of the same name; memory.max
-//     (Config.MemoryMax) only through the v2 memory controller.
+//     controllers, in a v1 pids leaf of the same name; the memory and CPU
+//     limits likewise (see "Limits and usage").
 //   - cgroup1: a v1 freezer leaf (plus a pids leaf). Kill freezes it, sends
 //     SIGKILL to every task, thaws it (v1-frozen tasks do not die until
 //     thawed) and repeats until it is empty.
@@ -115,6 +115,26 @@
 // after the cgroup emptied left it (a root command can write its PID into
 // another cgroup.procs) and is counted in Report.Escapees; on pgroup the
 // escapees are the members outside the leader's process group.
+//
+// # Limits and usage
+//
+// A containment caps its tree's memory, CPU time and tasks (Config's
+// MemoryMax, CPUs, PidsMax; per command with Manager.StartLimited, which
+// rewrites a prepared containment's limit files, or makes a fresh one when
+// it lacks a leaf). Each limit goes to the v2 leaf when the v2 hierarchy
+// has the controller (memory.max with memory.swap.max 0 and
+// memory.oom.group 1, cpu.max, pids.max), else to a v1 leaf of the same
+// name joined through the thread trick (memory.limit_in_bytes and
+// memory.memsw.limit_in_bytes, cpu.cfs_quota_us, pids.max). v1 has no
+// memory.oom.group: an eventfd registered on the leaf's memory.oom_control
+// tells the Tree of an OOM, and it kills itself whole at once. On pgroup
+// the memory limit is the shell's RLIMIT_AS (prlimit right after the
+// start), per process and best effort; CPU and pids are not enforced
+// (Tree.NotEnforced). Tree.Reached names the limit a tree ran into (an OOM
+// kill, a fork refused at pids.max), Tree.Usage what it used: the cgroup's
+// accounting where there is one (v2 cpu.stat, v1 cpuacct, memory.peak or
+// max_usage_in_bytes of a memory leaf), else the rusage of the reaped
+// processes. Doctor says per tier which limits it enforces here.
 //
 // # The reaper
 //

@@ -78,10 +78,15 @@ type Usage struct {
 	// PeakMemory is the high-water mark of memory in bytes: the whole
 	// tree's from the cgroup (v2 memory.peak, v1
 	// memory.max_usage_in_bytes: a memory leaf exists when a memory limit
-	// applies), which counts page cache the tree caused; else the largest
-	// peak resident set of any one reaped process (rusage maxrss), which
-	// undercounts a tree whose processes peaked apart; on Windows the job's
-	// peak committed memory.
+	// applies), which counts page cache the tree caused; on Windows the
+	// job's peak committed memory; else the largest peak resident set of
+	// any one reaped process (rusage maxrss), which undercounts a tree
+	// whose processes peaked apart. On that last path the leader's own
+	// maxrss counts only when it exceeds this process's peak: the leader is
+	// started sharing this process's memory (vfork), and exec records that
+	// memory's peak as the leader's, so a smaller value says nothing; a
+	// tree of small processes that all exited under their parents then
+	// reports 0 (unknown).
 	PeakMemory int64
 	// CPUFromCgroup and MemoryFromCgroup say which source the fields came
 	// from (true: the containment's own accounting).

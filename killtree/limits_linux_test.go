@@ -244,11 +244,13 @@ func TestPidsLimitReached(t *testing.T) {
 }
 
 // TestRusageGrandchild: on pgroup the usage comes from rusage, and a
-// grandchild's CPU time reaches it through the waits of its parents.
+// grandchild's CPU time and peak reach it through the waits of its parents.
 func TestRusageGrandchild(t *testing.T) {
 	py := python(t)
 	safety := proctest.Safe(t, safetyPids)
+	safety.LimitMemory(2 << 30)
 	script := `sh -c "` + py + ` -c 'import time
+b = b\"x\" * (400 << 20)
 t = time.process_time()
 while time.process_time() - t < 1: pass'; true"; true`
 	tr, out, werr := runLimited(t, safety, TierPgroup, Config{}, Limits{}, script, 30*time.Second)
@@ -259,8 +261,8 @@ while time.process_time() - t < 1: pass'; true"; true`
 	if u.CPUFromCgroup || u.CPUUser+u.CPUSystem < 900*time.Millisecond {
 		t.Errorf("Usage = %+v, want ≥ 900 ms of CPU from rusage", u)
 	}
-	if u.PeakMemory <= 0 {
-		t.Errorf("peak %d, want the largest process's maxrss", u.PeakMemory)
+	if u.MemoryFromCgroup || u.PeakMemory < 400<<20 || u.PeakMemory > 500<<20 {
+		t.Errorf("peak %d bytes (%.1f MiB), want the grandchild's 400 MiB and a bit", u.PeakMemory, float64(u.PeakMemory)/(1<<20))
 	}
 }
 
