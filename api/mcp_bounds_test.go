@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/corral-sh/corral/api"
 	"github.com/corral-sh/corral/budget"
 	"github.com/corral-sh/corral/supervisor"
@@ -26,16 +24,8 @@ func TestMCPDescriptionsStateTheConfiguredLimits(t *testing.T) {
 		c.MaxJobs = 5
 		c.MaxJobLifetime = 2 * time.Hour
 	})
-	ct, st := mcp.NewInMemoryTransports()
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- e.srv.ServeMCP(ctx, st) }()
-	defer func() { cancel(); <-served }()
-	cs, err := newMCPClient().Connect(ctx, ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	ctx := context.Background()
+	cs := inMemoryMCP(t, e)
 	tools, err := cs.ListTools(ctx, nil)
 	if err != nil {
 		t.Fatal(err)

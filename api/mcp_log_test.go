@@ -1,10 +1,8 @@
 package api_test
 
 import (
-	"bytes"
 	"context"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -14,40 +12,15 @@ import (
 	"github.com/corral-sh/corral/supervisor"
 )
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestMCPLogNamesTheTool: each tool call logs a line naming the tool, and
 // not its arguments.
 func TestMCPLogNamesTheTool(t *testing.T) {
 	t.Parallel()
-	var buf syncBuffer
+	var buf lockedBuffer
 	logger := zerolog.New(&buf)
 	e := newEnv(t, func(c *api.Config, _ *supervisor.Config) { c.Logger = &logger })
-	ct, st := mcp.NewInMemoryTransports()
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- e.srv.ServeMCP(ctx, st) }()
-	defer func() { cancel(); <-served }()
-	cs, err := newMCPClient().Connect(ctx, ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	ctx := context.Background()
+	cs := inMemoryMCP(t, e)
 	const arg = "echo arg-secret-61f0"
 	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: api.ToolBash, Arguments: map[string]any{"command": arg}}); err != nil {
 		t.Fatal(err)
