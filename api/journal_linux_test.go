@@ -34,7 +34,7 @@ func TestJournalDiskFull(t *testing.T) {
 			t.Errorf("unmount %s: %v", dir, err)
 		}
 	})
-	var logs syncBuffer
+	var logs lockedBuffer
 	log := zerolog.New(&logs)
 	e := newEnv(t, func(_ *api.Config, c *supervisor.Config) { c.DataDir, c.Logger = dir, &log }, withJournal(t))
 	if r := e.exec(`{"session": "full", "command": "echo before"}`); r.ID == "" {
