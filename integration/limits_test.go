@@ -28,8 +28,9 @@ import (
 
 // serverUsage is what the server process holds.
 type serverUsage struct {
-	threads, fds int
-	rssKB        int64
+	threads, fds   int
+	rssKB          int64 // VmRSS
+	anonKB, fileKB int64 // RssAnon (the process's own memory), RssFile (mapped files: the journal's bbolt mmap)
 }
 
 func (u serverUsage) String() string {
@@ -53,6 +54,10 @@ func (s *server) usage(t testing.TB) serverUsage {
 			u.threads, _ = strconv.Atoi(v)
 		case "VmRSS":
 			u.rssKB, _ = strconv.ParseInt(v, 10, 64)
+		case "RssAnon":
+			u.anonKB, _ = strconv.ParseInt(v, 10, 64)
+		case "RssFile":
+			u.fileKB, _ = strconv.ParseInt(v, 10, 64)
 		}
 	}
 	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", s.pid()))
