@@ -87,6 +87,18 @@ func TestServeRestartJournal(t *testing.T) {
 		defer resp.Body.Close()
 		waitOutput(t, dec, "go\n")
 	}
+	// Both sleeps of every tree exist before the snapshot of what the
+	// kill will leave to this process (a foreground sleep forked after it
+	// would stay a zombie here).
+	waitFor(t, 30*time.Second, "the trees' sleeps", func() bool {
+		n := 0
+		for _, p := range proctest.Survivors(m) {
+			if p.Comm == "sleep" {
+				n++
+			}
+		}
+		return n >= 8
+	})
 	adopted := descendants(srv.pid())
 	if err := srv.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
