@@ -36,6 +36,9 @@
 //     while opening makes Open fail with a
 //     [*CorruptError] naming the file and saying how to move it aside; the
 //     journal never starts empty over it.
+//     An empty file is a new store. Open does not walk every page (that
+//     would cost a restart a read of the whole file): damage inside a page
+//     whose meta pages are sound shows only when that page is read.
 //   - Retention: a session keeps its newest Options.MaxEntries entries
 //     (default 10,000; older ones are deleted as new ones come);
 //     [Journal.Sweep] deletes the sessions idle longer than
