@@ -16,8 +16,9 @@
 //     started ([Journal.Start]: no endedAt, a null result) and completed
 //     once ([Journal.Finish]); after that its bytes never change, and
 //     [Journal.Get] returns exactly them. IDs are "r-<token>-<seq>" and
-//     "b-<token>-<n>", where token is random per session bucket, so an ID
-//     from a deleted session never names an entry of its successor.
+//     "b-<token>-<n>", where token is 32 random bits per session bucket, so
+//     an ID from a deleted session names no entry of its successor (unless
+//     the tokens collide, one chance in 2^32).
 //   - Durability: every write is committed and synced (fdatasync) before
 //     the call returns. Writes of concurrent callers share one commit and
 //     its syncs (group commit); a lone writer commits at once, without
@@ -30,10 +31,14 @@
 //   - Exclusion: one process per store. Open waits at most
 //     Options.LockTimeout (default 1 s) for bbolt's file lock and then
 //     fails with [ErrLocked], naming the file.
-//   - Damage: a file that is not a bbolt store, fails its checksums or is
-//     shorter than its own meta page says (cut off) makes Open fail with a
+//   - Damage: a file that is not a bbolt store, fails its checksums, is
+//     shorter than its own meta page says (cut off), or makes bbolt panic
+//     while opening makes Open fail with a
 //     [*CorruptError] naming the file and saying how to move it aside; the
 //     journal never starts empty over it.
+//     An empty file is a new store. Open does not walk every page (that
+//     would cost a restart a read of the whole file): damage inside a page
+//     whose meta pages are sound shows only when that page is read.
 //   - Retention: a session keeps its newest Options.MaxEntries entries
 //     (default 10,000; older ones are deleted as new ones come);
 //     [Journal.Sweep] deletes the sessions idle longer than
