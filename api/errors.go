@@ -11,7 +11,7 @@ import (
 	"github.com/corral-sh/corral/supervisor"
 )
 
-// Error codes of DESIGN.md's error contract, each with its HTTP status
+// Error codes of the README's error contract, each with its HTTP status
 // (Status).
 const (
 	CodeInvalidArgument   = "INVALID_ARGUMENT"    // 400; also 405 (a method no route serves) and 415
@@ -112,7 +112,7 @@ func Code(err error) string {
 		return CodeUnauthenticated
 	case errors.Is(err, ErrForbidden):
 		return CodePermissionDenied
-	case errors.Is(err, ErrUnavailable):
+	case errors.Is(err, ErrUnavailable), errors.Is(err, supervisor.ErrClosed):
 		return CodeUnavailable
 	}
 	return CodeInternal

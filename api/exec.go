@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"net/http"
 	"strings"
 	"sync"
@@ -39,6 +40,46 @@ type ExecRequest struct {
 	// StdoutPolicy and StderrPolicy are head, tail or head+tail.
 	StdoutPolicy string `json:"stdoutPolicy,omitempty"`
 	StderrPolicy string `json:"stderrPolicy,omitempty"`
+	// Limits caps the command's resources; an absent field takes the
+	// server's default (--memory-max, --cpus, --pids-max), which is also
+	// the most a request may ask for.
+	Limits *LimitsRequest `json:"limits,omitempty"`
+}
+
+// LimitsRequest is the limits object of a request. A field that is present
+// must be positive; the supervisor checks the bounds (supervisor.Limits).
+type LimitsRequest struct {
+	MemoryBytes *int64   `json:"memoryBytes,omitempty"`
+	CPUs        *float64 `json:"cpus,omitempty"`
+	Pids        *int64   `json:"pids,omitempty"`
+}
+
+// limits converts the wire limits, refusing explicit zeros and negatives
+// (which the library would take as "the default").
+func (l *LimitsRequest) limits() (supervisor.Limits, error) {
+	var out supervisor.Limits
+	if l == nil {
+		return out, nil
+	}
+	if m := l.MemoryBytes; m != nil {
+		if *m <= 0 {
+			return out, errorf(ErrInvalidArgument, "limits.memoryBytes must be positive, got %d", *m)
+		}
+		out.MemoryBytes = *m
+	}
+	if c := l.CPUs; c != nil {
+		if !(*c > 0) {
+			return out, errorf(ErrInvalidArgument, "limits.cpus must be positive, got %v", *c)
+		}
+		out.CPUs = *c
+	}
+	if p := l.Pids; p != nil {
+		if *p <= 0 || *p > math.MaxInt32 {
+			return out, errorf(ErrInvalidArgument, "limits.pids must be between 1 and the server's limit, got %d", *p)
+		}
+		out.Pids = int(*p)
+	}
+	return out, nil
 }
 
 // NDJSONType is the media type of the streaming form of POST /v1/exec.
@@ -72,6 +113,11 @@ func (e ExecRequest) request(maxTimeout time.Duration) (supervisor.Request, erro
 	if e.Stdin != nil {
 		req.Stdin = []byte(*e.Stdin)
 	}
+	lim, err := e.Limits.limits()
+	if err != nil {
+		return req, err
+	}
+	req.Limits = lim
 	if e.Yield != nil {
 		if y := *e.Yield; y != y || y < 0 || y > supervisor.CeilingTimeout.Seconds() {
 			return req, errorf(ErrInvalidArgument, "yield must be between 0 and the timeout in seconds, got %v", y)

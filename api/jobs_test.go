@@ -313,8 +313,8 @@ func TestJobRetentionHTTP(t *testing.T) {
 	}
 	j := list.Jobs[0]
 	want := supervisor.JobInfo{ID: st.ID, Command: "echo done", State: supervisor.JobExited, Pid: st.Pid,
-		StartedAt: j.StartedAt, StdoutBytes: 5}
-	if diff := cmp.Diff(want, j); diff != "" || j.StartedAt.IsZero() {
+		StartedAt: j.StartedAt, StdoutBytes: 5, Usage: j.Usage}
+	if diff := cmp.Diff(want, j); diff != "" || j.StartedAt.IsZero() || j.Usage == nil {
 		t.Errorf("listed job (-want +got):\n%s", diff)
 	}
 	waitFor(t, 30*time.Second, func() bool {
@@ -409,7 +409,7 @@ func TestJobShutdownHTTP(t *testing.T) {
 	}
 	code, b := e.do(context.Background(), "POST", "/v1/jobs", body)
 	if code != http.StatusServiceUnavailable || errorCode(t, b) != api.CodeUnavailable {
-		t.Errorf("a job after Shutdown: %d %s, want 503 UNAVAILABLE (DESIGN: shutting down)", code, b)
+		t.Errorf("a job after Shutdown: %d %s, want 503 UNAVAILABLE (README: shutting down)", code, b)
 	}
 }
 

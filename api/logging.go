@@ -1,8 +1,11 @@
 package api
 
 import (
+	"context"
 	"net/http"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // logRequests logs one line per request at info level: method, path,
@@ -58,3 +61,28 @@ func (r *recorder) Flush() {
 }
 
 func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// logToolCalls logs one line per MCP tool call at info level: the tool's
+// name, whether it failed, and its duration. The HTTP request line names
+// only the /mcp endpoint, and stdio has none; the arguments (a command, its
+// environment) are never logged.
+func (s *Server) logToolCalls(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		call, ok := req.(*mcp.CallToolRequest)
+		if !ok || call.Params == nil {
+			return next(ctx, method, req)
+		}
+		begin := time.Now()
+		res, err := next(ctx, method, req)
+		failed := err != nil
+		if r, ok := res.(*mcp.CallToolResult); ok && r != nil && r.IsError {
+			failed = true
+		}
+		s.log.Info().
+			Str("tool", call.Params.Name).
+			Bool("error", failed).
+			Dur("duration", time.Since(begin)).
+			Msg("mcp tool call")
+		return res, err
+	}
+}

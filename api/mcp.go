@@ -9,10 +9,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/corral-sh/corral/budget"
-	"github.com/corral-sh/corral/spill"
 	"github.com/corral-sh/corral/supervisor"
 )
 
@@ -26,7 +26,7 @@ const (
 // BashInput is the arguments of the MCP tool bash.
 type BashInput struct {
 	Command string   `json:"command" jsonschema:"the shell command line, run with bash -c"`
-	Timeout *float64 `json:"timeout,omitempty" jsonschema:"timeout in seconds: 60 by default, 1 to 300 allowed"`
+	Timeout *float64 `json:"timeout,omitempty" jsonschema:"timeout in seconds"` // the schema states the configured range (bashSchema)
 	Cwd     string   `json:"cwd,omitempty" jsonschema:"working directory for this command (default: where the session's last command ended)"`
 	// Session, Restart and Yield: the state that carries across calls.
 	Session string   `json:"session,omitempty" jsonschema:"corral session to run in (default: this MCP session's own)"`
@@ -34,39 +34,68 @@ type BashInput struct {
 	Yield   *float64 `json:"yield,omitempty" jsonschema:"seconds after which a command still running is handed over as a background job (job_output reads it); 0 or absent waits for the end"`
 	// Background, Lifetime and Interactive start a background job instead.
 	Background  bool     `json:"background,omitempty" jsonschema:"start a background job and return its ID at once instead of waiting for the end"`
-	Lifetime    *float64 `json:"lifetime,omitempty" jsonschema:"background only: seconds before the job is killed, 1800 (30 min) by default, 1 to 86400 (24 h) allowed"`
+	Lifetime    *float64 `json:"lifetime,omitempty" jsonschema:"background only: seconds before the job is killed"` // likewise
 	Interactive bool     `json:"interactive,omitempty" jsonschema:"background only: keep stdin open for job_input"`
+	// Limits caps the command's resources, at most the server's.
+	Limits *LimitsRequest `json:"limits,omitempty" jsonschema:"resource limits of the command's whole process tree, at most the server's: memoryBytes, cpus (1.5 = one and a half CPUs), pids (tasks)"`
+}
+
+// bashSchema is BashInput's schema with the configured ranges of timeout and
+// lifetime in their descriptions.
+func bashSchema(b supervisor.Bounds) (*jsonschema.Schema, error) {
+	sch, err := jsonschema.For[BashInput](nil)
+	if err != nil {
+		return nil, fmt.Errorf("api: bash schema: %w", err)
+	}
+	sch.Properties["timeout"].Description = fmt.Sprintf("timeout in seconds: %g by default, %g to %g allowed",
+		supervisor.DefaultTimeout.Seconds(), supervisor.MinTimeout.Seconds(), b.MaxTimeout.Seconds())
+	sch.Properties["lifetime"].Description = fmt.Sprintf("background only: seconds before the job is killed, %g (%s) by default, %g to %g (%s) allowed",
+		supervisor.DefaultJobLifetime.Seconds(), minutes(supervisor.DefaultJobLifetime),
+		supervisor.MinTimeout.Seconds(), b.MaxJobLifetime.Seconds(), hours(b.MaxJobLifetime))
+	return sch, nil
 }
 
 // bashDescription states the limits verbatim, so that a model can see what
 // the tool does with large output and how to get the rest (spec §2).
-func bashDescription(maxTimeout time.Duration) string {
+func bashDescription(b supervisor.Bounds) string {
 	return fmt.Sprintf(`Run a shell command with bash -c and return its output when it ends.
 
 timeout is in seconds: %g by default, %g–%g allowed. At the timeout the command's whole process tree is killed and the result says so. Processes the command leaves running in the background are killed when the shell exits; stdin is empty.
 
 The working directory and exported variables carry over to your next bash call (each call is a fresh shell; functions and aliases do not carry); restart: true resets them. With yield: N, a command still running after N seconds keeps running as a background job, and the result says its job id.
 
-Each stream that reaches you is bounded to %d KiB and %s lines: stdout keeps its head (the first lines), stderr keeps its tail (the last lines), and a [truncated: ...] marker says what was kept out of how much. When a stream was cut, a fuller copy (up to %d KiB) is saved to a spill file whose path is in the marker and in stdoutInfo.spillPath / stderrInfo.spillPath. Read it with read_output (offset/limit, windows of %s lines / %d KiB, lines clipped at %s characters) or search it with grep_output rather than re-running the command. Narrowing the command itself (grep, head, tail, --quiet) is cheaper still.
+Each stream that reaches you is bounded to %s and %s lines: stdout keeps its head (the first lines), stderr keeps its tail (the last lines), and a [truncated: ...] marker says what was kept out of how much. When a stream was cut, a fuller copy (up to %s) is saved to a spill file whose path is in the marker and in stdoutInfo.spillPath / stderrInfo.spillPath. Read it with read_output (offset/limit, windows of %s lines / %d KiB, lines clipped at %s characters) or search it with grep_output rather than re-running the command. Narrowing the command itself (grep, head, tail, --quiet) is cheaper still.
 
 The text result is stdout, then stderr after a [stderr] line, then one status line: the exit code, or how the command was stopped (timed out, aborted, killed by a signal) and how many processes were killed.
 
-`+backgroundDescription,
-		supervisor.DefaultTimeout.Seconds(), supervisor.MinTimeout.Seconds(), maxTimeout.Seconds(),
-		budget.DefaultMaxBytes>>10, thousands(budget.DefaultMaxLines), spill.DefaultMaxBytes>>10,
+`+backgroundDescription(b),
+		supervisor.DefaultTimeout.Seconds(), supervisor.MinTimeout.Seconds(), b.MaxTimeout.Seconds(),
+		size(int64(b.Budget.MaxBytes)), thousands(b.Budget.MaxLines), size(b.SpillMaxBytes),
 		thousands(budget.SearchMaxLines), budget.SearchMaxBytes>>10, thousands(budget.MaxLineChars))
 }
 
-var readDescription = fmt.Sprintf(`Read a window of lines from a spill file: the fuller copy of a bash result's stdout or stderr that was cut, named in its [truncated: ...] marker and in stdoutInfo.spillPath / stderrInfo.spillPath. Only regular files under the server's data directory (its scratch directory) can be read; symlinks are not followed.
+// readDescription states read_output's windows and the spill cap.
+func readDescription(b supervisor.Bounds) string {
+	return fmt.Sprintf(`Read a window of lines from a spill file: the fuller copy of a bash result's stdout or stderr that was cut, named in its [truncated: ...] marker and in stdoutInfo.spillPath / stderrInfo.spillPath. Only regular files under the server's data directory (its scratch directory) can be read; symlinks are not followed.
 
-offset is the 1-based first line (default 1), limit the number of lines (default %s). A window stops at %s lines or %d KiB, whichever comes first; lines longer than %s characters are clipped, and notice counts them. content is the file's text, byte for byte (invalid UTF-8 and NUL bytes shown as U+FFFD), without line numbers. When the window did not reach the end, notice names the offset to continue from; totalLines appears once the end was reached. A spill that holds only part of the output (it stops at the spill cap, %d KiB by default) sets partial: true, and notice says which part it holds. Binary files are refused with TOOL_BINARY_CONTENT.`,
-	thousands(budget.SearchMaxLines), thousands(budget.SearchMaxLines), budget.SearchMaxBytes>>10, thousands(budget.MaxLineChars),
-	spill.DefaultMaxBytes>>10)
+offset is the 1-based first line (default 1), limit the number of lines (default %s). A window stops at %s lines or %d KiB, whichever comes first; lines longer than %s characters are clipped, and notice counts them. content is the file's text, byte for byte (invalid UTF-8 and NUL bytes shown as U+FFFD), without line numbers. When the window did not reach the end, notice names the offset to continue from; totalLines appears once the end was reached. A spill that holds only part of the output (it stops at the spill cap, %s here) sets partial: true, and notice says which part it holds. Binary files are refused with TOOL_BINARY_CONTENT.`,
+		thousands(budget.SearchMaxLines), thousands(budget.SearchMaxLines), budget.SearchMaxBytes>>10, thousands(budget.MaxLineChars),
+		size(b.SpillMaxBytes))
+}
 
 var grepDescription = fmt.Sprintf(`Search a spill file (the fuller copy of a cut bash result, named in its [truncated: ...] marker and in stdoutInfo.spillPath / stderrInfo.spillPath) for lines matching a regular expression (RE2 syntax). Only regular files under the server's data directory (its scratch directory) can be searched; symlinks are not followed.
 
 Returns matches with their 1-based line numbers, at most headLimit of them (default %d; more set truncated: true), within %d KiB; lines longer than %s characters are clipped. On a spill that holds only part of the output, partial: true and notice says which part. Use read_output with offset near a match's line to see its context.`,
 	budget.DefaultHeadLimit, budget.SearchMaxBytes>>10, thousands(budget.MaxLineChars))
+
+// size formats a byte count as the descriptions state it: "96 KiB" for a
+// multiple of 1024, else "1000 bytes".
+func size(n int64) string {
+	if n%1024 == 0 {
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
 
 // thousands formats n with a comma every three digits ("4,000").
 func thousands(n int) string {
@@ -77,14 +106,21 @@ func thousands(n int) string {
 	return s
 }
 
+// newMCPServer builds the MCP server with its tools; their descriptions and
+// schemas state the supervisor's configured limits (Supervisor.Bounds).
 func (s *Server) newMCPServer() *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "corral", Version: s.version},
 		&mcp.ServerOptions{Capabilities: &mcp.ServerCapabilities{}})
 	s.toolInputs = make(map[string]reflect.Type)
-	srv.AddReceivingMiddleware(s.strictArguments)
-	addTool(s, srv, &mcp.Tool{Name: ToolBash, Description: bashDescription(s.sup.MaxTimeout())}, s.bashTool)
-	s.addJobTools(srv)
-	addTool(s, srv, &mcp.Tool{Name: ToolReadOutput, Description: readDescription,
+	srv.AddReceivingMiddleware(s.logToolCalls, s.strictArguments)
+	b := s.sup.Bounds()
+	bashIn, err := bashSchema(b)
+	if err != nil {
+		panic(err) // BashInput is fixed: a test fails first
+	}
+	addTool(s, srv, &mcp.Tool{Name: ToolBash, Description: bashDescription(b), InputSchema: bashIn}, s.bashTool)
+	s.addJobTools(srv, b)
+	addTool(s, srv, &mcp.Tool{Name: ToolReadOutput, Description: readDescription(b),
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, s.readTool)
 	addTool(s, srv, &mcp.Tool{Name: ToolGrepOutput, Description: grepDescription,
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, s.grepTool)
@@ -141,7 +177,7 @@ func (s *Server) bashTool(ctx context.Context, req *mcp.CallToolRequest, in Bash
 		return s.bashBackground(in)
 	}
 	r, err := ExecRequest{Command: in.Command, Timeout: in.Timeout, Cwd: in.Cwd, Yield: in.Yield,
-		Session: cmp.Or(in.Session, s.mcpSession(req)), ResetSession: in.Restart}.request(s.sup.MaxTimeout())
+		Session: cmp.Or(in.Session, s.mcpSession(req)), ResetSession: in.Restart, Limits: in.Limits}.request(s.sup.MaxTimeout())
 	if err != nil {
 		s.metrics.outcome(OutcomeInvalid)
 		return nil, nil, toolError(err)

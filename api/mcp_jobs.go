@@ -8,7 +8,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/corral-sh/corral/budget"
 	"github.com/corral-sh/corral/supervisor"
 )
 
@@ -51,29 +50,32 @@ type JobInputResult struct {
 	Output *supervisor.JobOutput `json:"output,omitempty"`
 }
 
-// jobRingBytes is what the supervisor keeps of each job stream: the tail
-// ring of its default capture ceiling (DESIGN.md, Limits: 512 KiB).
-const jobRingBytes = 512 << 10
+// jobLimitsText states the job limits verbatim, as configured.
+func jobLimitsText(b supervisor.Bounds) string {
+	return fmt.Sprintf(`At the end of its lifetime a job is killed with its whole process tree. After it exits it stays readable for %s, then it is forgotten; sooner when more than %d exited jobs (or %s of their output) are kept, the oldest first. At most %d jobs run at once; one more is refused with RESOURCE_EXHAUSTED.`,
+		minutes(b.JobRetention), b.MaxRetainedJobs, mib(b.MaxRetainedBytes), b.MaxJobs)
+}
 
-// The lifetimes and limits, stated verbatim in the descriptions.
-var (
-	jobLifetimeText = fmt.Sprintf("%s by default, %g s to %s allowed",
-		minutes(supervisor.DefaultJobLifetime), supervisor.MinTimeout.Seconds(), hours(supervisor.DefaultMaxJobLifetime))
-	jobLimitsText = fmt.Sprintf(`At the end of its lifetime a job is killed with its whole process tree. After it exits it stays readable for %s, then it is forgotten; sooner when more than %d exited jobs (or %d MiB of their output) are kept, the oldest first. At most %d jobs run at once; one more is refused with RESOURCE_EXHAUSTED.`,
-		minutes(supervisor.DefaultJobRetention), supervisor.DefaultMaxRetainedJobs,
-		supervisor.DefaultMaxRetainedBytes>>20, supervisor.DefaultMaxJobs)
-	jobWindowText = fmt.Sprintf(`Each read returns what the job printed since your previous read of that stream (or from the byte offset after, when given), in windows of at most %d KiB / %s lines. A read may wait (long poll, up to %g s) for new output or the job's end. When the reader fell behind what the server still holds (the last %d KiB of each stream), skippedBytes says how many bytes were missed.`,
-		budget.DefaultMaxBytes>>10, thousands(budget.DefaultMaxLines), supervisor.MaxOutputWait.Seconds(),
-		jobRingBytes>>10)
-)
+// jobWindowText states the job output windows; a job keeps the tail of
+// each stream in a ring of the capture ceiling.
+func jobWindowText(b supervisor.Bounds) string {
+	return fmt.Sprintf(`Each read returns what the job printed since your previous read of that stream (or from the byte offset after, when given), in windows of at most %s / %s lines. A read may wait (long poll, up to %g s) for new output or the job's end. When the reader fell behind what the server still holds (the last %s of each stream), skippedBytes says how many bytes were missed.`,
+		size(int64(b.Budget.MaxBytes)), thousands(b.Budget.MaxLines), supervisor.MaxOutputWait.Seconds(),
+		size(int64(b.Capture.MaxBytes)))
+}
 
 // backgroundDescription ends the bash tool's description.
-var backgroundDescription = fmt.Sprintf(`Background jobs: a dev server, a watcher or a long build must be started with background: true (a plain command's leftover processes are killed when its shell exits). bash then returns at once with the job ID and PID; read the output with job_output, write stdin with job_input (only for interactive: true; otherwise stdin is empty), list jobs with job_list, stop one with job_kill. lifetime is in seconds: %s. %s`,
-	jobLifetimeText, jobLimitsText)
+func backgroundDescription(b supervisor.Bounds) string {
+	return fmt.Sprintf(`Background jobs: a dev server, a watcher or a long build must be started with background: true (a plain command's leftover processes are killed when its shell exits). bash then returns at once with the job ID and PID; read the output with job_output, write stdin with job_input (only for interactive: true; otherwise stdin is empty), list jobs with job_list, stop one with job_kill. lifetime is in seconds: %s by default, %g s to %s allowed. %s`,
+		minutes(supervisor.DefaultJobLifetime), supervisor.MinTimeout.Seconds(), hours(b.MaxJobLifetime), jobLimitsText(b))
+}
 
-var jobOutputDescription = fmt.Sprintf(`Read a background job's output (stdout by default, or stderr), and say whether the job is still running. %s
+// jobOutputDescription describes job_output with its windows.
+func jobOutputDescription(b supervisor.Bounds) string {
+	return fmt.Sprintf(`Read a background job's output (stdout by default, or stderr), and say whether the job is still running. %s
 
-The text result is the output, then one status line; once the job has exited it carries the exit status, and a read that returns nothing after that is the end. An exited job stays readable for a while (see bash), then answers NOT_FOUND saying it expired.`, jobWindowText)
+The text result is the output, then one status line; once the job has exited it carries the exit status, and a read that returns nothing after that is the end. An exited job stays readable for a while (see bash), then answers NOT_FOUND saying it expired.`, jobWindowText(b))
+}
 
 var jobInputDescription = fmt.Sprintf(`Write data to the stdin of a background job started with interactive: true, and close stdin with close: true (the end of input; cat and read then see EOF). Writing to a job that is not interactive, whose stdin was closed, or that has exited is refused with INVALID_ARGUMENT. With yield: N it waits up to N seconds for the answer on stdout and returns it (what a job_output read would), so one call is one turn of an interactive program; without yield, read the answer with job_output.`)
 
@@ -84,8 +86,16 @@ var jobListDescription = `List the background jobs, running and recently exited:
 func minutes(d time.Duration) string { return fmt.Sprintf("%g min", d.Minutes()) }
 func hours(d time.Duration) string   { return fmt.Sprintf("%g h", d.Hours()) }
 
-func (s *Server) addJobTools(srv *mcp.Server) {
-	addTool(s, srv, &mcp.Tool{Name: ToolJobOutput, Description: jobOutputDescription,
+// mib formats a byte count in MiB when it is a multiple of one, else as size does.
+func mib(n int64) string {
+	if n%(1<<20) == 0 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return size(n)
+}
+
+func (s *Server) addJobTools(srv *mcp.Server, b supervisor.Bounds) {
+	addTool(s, srv, &mcp.Tool{Name: ToolJobOutput, Description: jobOutputDescription(b),
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, s.jobOutputTool)
 	addTool(s, srv, &mcp.Tool{Name: ToolJobInput, Description: jobInputDescription}, s.jobInputTool)
 	addTool(s, srv, &mcp.Tool{Name: ToolJobKill, Description: jobKillDescription}, s.jobKillTool)
@@ -98,7 +108,7 @@ func (s *Server) bashBackground(in BashInput) (*mcp.CallToolResult, any, error) 
 	if !in.Background {
 		return nil, nil, toolError(errorf(ErrInvalidArgument, "lifetime and interactive need background: true"))
 	}
-	req, err := JobRequest{ExecRequest: ExecRequest{Command: in.Command, Timeout: in.Timeout, Cwd: in.Cwd},
+	req, err := JobRequest{ExecRequest: ExecRequest{Command: in.Command, Timeout: in.Timeout, Cwd: in.Cwd, Limits: in.Limits},
 		Lifetime: in.Lifetime, Interactive: in.Interactive}.request(s.sup.MaxTimeout())
 	if err != nil {
 		return nil, nil, toolError(err)

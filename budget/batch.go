@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/corral-sh/corral/internal/utf8cut"
 )
 
 // Batch view defaults.
@@ -96,7 +98,7 @@ func BatchView(items []BatchItem, o BatchOptions) Batch {
 	if size == 0 && part == "" {
 		// Not even the last line fits: keep a character-safe suffix of it.
 		s := sections[i]
-		part = s[len(s)-suffixLen([]byte(s), limit):]
+		part = s[len(s)-utf8cut.Suffix([]byte(s), limit):]
 	}
 	if part != "" {
 		kept++

@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/corral-sh/corral/internal/utf8cut"
 )
 
 // The fixed parts of the markers (spec §3). They are public: harnesses and
@@ -113,8 +115,8 @@ func fitPath(build func(path string) string, path string) string {
 // shortenMiddle keeps at most room bytes of s, half from each end, cut on
 // character boundaries, joined by "…".
 func shortenMiddle(s string, room int) string {
-	head := prefixLen([]byte(s), room/2)
-	tail := len(s) - suffixLen([]byte(s), room-room/2)
+	head := utf8cut.Prefix([]byte(s), room/2)
+	tail := len(s) - utf8cut.Suffix([]byte(s), room-room/2)
 	return s[:head] + ellipsis + s[tail:]
 }
 
@@ -143,36 +145,4 @@ func bytesText(n int) string {
 		return strconv.Itoa(n/1024) + "KB"
 	}
 	return strconv.Itoa(n) + "B"
-}
-
-// prefixLen returns the length of the longest prefix of b that is at most n
-// bytes and does not end inside a character.
-func prefixLen(b []byte, n int) int {
-	if n >= len(b) {
-		return len(b)
-	}
-	i := n
-	for i > 0 && i > n-utf8.UTFMax && !utf8.RuneStart(b[i]) {
-		i--
-	}
-	if !utf8.RuneStart(b[i]) {
-		return n // not UTF-8 here; any cut is as good as another
-	}
-	return i
-}
-
-// suffixLen returns the length of the longest suffix of b that is at most n
-// bytes and does not start inside a character.
-func suffixLen(b []byte, n int) int {
-	if n >= len(b) {
-		return len(b)
-	}
-	i := len(b) - n
-	for i < len(b) && i < len(b)-n+utf8.UTFMax && !utf8.RuneStart(b[i]) {
-		i++
-	}
-	if i < len(b) && !utf8.RuneStart(b[i]) {
-		return n
-	}
-	return len(b) - i
 }

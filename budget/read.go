@@ -6,6 +6,8 @@ import (
 	"io"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/corral-sh/corral/internal/utf8cut"
 )
 
 // ReadOptions select a Read window. Zero fields mean the defaults: Offset 1,
@@ -131,7 +133,7 @@ func Read(r io.Reader, path string, size int64, o ReadOptions) (ReadResult, erro
 				byBudget = true
 				break
 			}
-			text = text[:prefixLen(text, o.MaxBytes)] // one line always shows
+			text = text[:utf8cut.Prefix(text, o.MaxBytes)] // one line always shows
 			w.overBudget = true
 		}
 		content.Write(text)

@@ -3,7 +3,8 @@ package budget
 import (
 	"bytes"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/corral-sh/corral/internal/utf8cut"
 )
 
 // Shape turns retained bytes plus the stream's counters into the model view
@@ -104,7 +105,7 @@ func shapeHead(data []byte, c Counts, lim Limits, raw bool) view {
 	v.cut = pos < len(data)
 	if n == 0 && v.cut {
 		// Not even the first line fits: keep a character-safe prefix of it.
-		v.head = pending[:prefixLen(pending, lim.MaxBytes)]
+		v.head = pending[:utf8cut.Prefix(pending, lim.MaxBytes)]
 		v.m = markerSpec{kind: markSingle, first: 1, keptBytes: int64(len(v.head)), lineBytes: edgeLen(c, firstLineLen(data))}
 	}
 	return v
@@ -118,7 +119,7 @@ func shapeTail(data []byte, c Counts, lim Limits, raw bool) view {
 	v.cut = pos > 0
 	if n == 0 && v.cut {
 		// Not even the last line fits: keep a character-safe suffix of it.
-		v.tail = pending[len(pending)-suffixLen(pending, lim.MaxBytes):]
+		v.tail = pending[len(pending)-utf8cut.Suffix(pending, lim.MaxBytes):]
 		v.m = markerSpec{kind: markSingle, last: 1, keptBytes: int64(len(v.tail)), lineBytes: edgeLen(c, lastLineLen(data))}
 	}
 	return v
@@ -265,15 +266,7 @@ func trimTrailingPartial(data []byte, omitted bool) []byte {
 	if !omitted {
 		return data
 	}
-	for i := len(data) - 1; i >= 0 && i >= len(data)-utf8.UTFMax; i-- {
-		if utf8.RuneStart(data[i]) {
-			if data[i] >= 0xc0 && !utf8.FullRune(data[i:]) {
-				return data[:i]
-			}
-			break
-		}
-	}
-	return data
+	return data[:utf8cut.Complete(data)]
 }
 
 // trimLeadingPartial drops the continuation bytes of a character split by
@@ -282,10 +275,5 @@ func trimLeadingPartial(data []byte, omitted bool) []byte {
 	if !omitted {
 		return data
 	}
-	for i := 0; i < len(data) && i < utf8.UTFMax; i++ {
-		if utf8.RuneStart(data[i]) {
-			return data[i:]
-		}
-	}
-	return data
+	return data[utf8cut.Start(data):]
 }

@@ -21,7 +21,9 @@ type Limits struct {
 	MaxLines int // lines retained at most; the last one keeps its newline
 }
 
-// Counts describes the whole stream and what a Head retained of it.
+// Counts describes the whole stream and what a Head retained of it. Its
+// fields are those of budget.Counts, in the same order, so a caller converts
+// one into the other (budget.Counts(c)); capture does not import budget.
 type Counts struct {
 	// TotalBytes and TotalLines describe the whole stream written so far; a
 	// last line without a newline counts as a line.
@@ -31,9 +33,10 @@ type Counts struct {
 	CapturedBytes, CapturedLines int64
 	// OmittedBytes and OmittedLines are Total minus Captured.
 	OmittedBytes, OmittedLines int64
-	// FirstLineBytes is the length of the stream's first line, newline
-	// excluded, counted over the whole stream even past the ceiling.
-	FirstLineBytes int64
+	// EdgeLineBytes is the length of the stream's first line (the edge a
+	// head keeps), newline excluded, counted over the whole stream even past
+	// the ceiling.
+	EdgeLineBytes int64
 }
 
 // Head is an io.Writer that keeps the head of a stream and counts all of
@@ -150,11 +153,11 @@ func (h *Head) Counts() Counts {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	c := Counts{
-		TotalBytes:     h.totalBytes,
-		TotalLines:     h.totalNL,
-		CapturedBytes:  int64(len(h.buf)),
-		CapturedLines:  h.keptNL,
-		FirstLineBytes: h.firstLine,
+		TotalBytes:    h.totalBytes,
+		TotalLines:    h.totalNL,
+		CapturedBytes: int64(len(h.buf)),
+		CapturedLines: h.keptNL,
+		EdgeLineBytes: h.firstLine,
 	}
 	if h.totalBytes > 0 && !h.endsNL {
 		c.TotalLines++

@@ -51,7 +51,7 @@ func reference(data []byte, l Limits) ([]byte, Counts) {
 	c := Counts{
 		TotalBytes: int64(len(data)), TotalLines: count(data),
 		CapturedBytes: int64(len(kept)), CapturedLines: count(kept),
-		FirstLineBytes: first,
+		EdgeLineBytes: first,
 	}
 	c.OmittedBytes = c.TotalBytes - c.CapturedBytes
 	c.OmittedLines = c.TotalLines - c.CapturedLines
@@ -73,31 +73,31 @@ func TestHead(t *testing.T) {
 		{"empty write", Limits{}, []string{""}, "", Counts{}},
 		// Under both limits everything is kept; the unterminated last line counts.
 		{"small", Limits{}, []string{"hello\nwor", "ld"}, "hello\nworld",
-			Counts{TotalBytes: 11, TotalLines: 2, CapturedBytes: 11, CapturedLines: 2, FirstLineBytes: 5}},
+			Counts{TotalBytes: 11, TotalLines: 2, CapturedBytes: 11, CapturedLines: 2, EdgeLineBytes: 5}},
 		// The byte ceiling cuts inside a line; the partial line is captured.
 		{"byte ceiling mid-line", Limits{MaxBytes: 8}, []string{"abc\ndefgh\nij\n"}, "abc\ndefg",
-			Counts{TotalBytes: 13, TotalLines: 3, CapturedBytes: 8, CapturedLines: 2, OmittedBytes: 5, OmittedLines: 1, FirstLineBytes: 3}},
+			Counts{TotalBytes: 13, TotalLines: 3, CapturedBytes: 8, CapturedLines: 2, OmittedBytes: 5, OmittedLines: 1, EdgeLineBytes: 3}},
 		// The byte ceiling falls exactly after a newline.
 		{"byte ceiling at newline", Limits{MaxBytes: 4}, []string{"abc\n", "def\n"}, "abc\n",
-			Counts{TotalBytes: 8, TotalLines: 2, CapturedBytes: 4, CapturedLines: 1, OmittedBytes: 4, OmittedLines: 1, FirstLineBytes: 3}},
+			Counts{TotalBytes: 8, TotalLines: 2, CapturedBytes: 4, CapturedLines: 1, OmittedBytes: 4, OmittedLines: 1, EdgeLineBytes: 3}},
 		// The line ceiling keeps the MaxLines-th newline and nothing after it.
 		{"line ceiling", Limits{MaxLines: 2}, []string{"a\nb\nc\nd"}, "a\nb\n",
-			Counts{TotalBytes: 7, TotalLines: 4, CapturedBytes: 4, CapturedLines: 2, OmittedBytes: 3, OmittedLines: 2, FirstLineBytes: 1}},
+			Counts{TotalBytes: 7, TotalLines: 4, CapturedBytes: 4, CapturedLines: 2, OmittedBytes: 3, OmittedLines: 2, EdgeLineBytes: 1}},
 		// The line ceiling reached across chunks, one newline per chunk.
 		{"line ceiling across chunks", Limits{MaxLines: 2}, []string{"a\n", "b", "\n", "c\n"}, "a\nb\n",
-			Counts{TotalBytes: 6, TotalLines: 3, CapturedBytes: 4, CapturedLines: 2, OmittedBytes: 2, OmittedLines: 1, FirstLineBytes: 1}},
+			Counts{TotalBytes: 6, TotalLines: 3, CapturedBytes: 4, CapturedLines: 2, OmittedBytes: 2, OmittedLines: 1, EdgeLineBytes: 1}},
 		// The MaxLines-th line without a newline yet keeps growing.
 		{"last allowed line open", Limits{MaxLines: 1}, []string{"ab", "cd"}, "abcd",
-			Counts{TotalBytes: 4, TotalLines: 1, CapturedBytes: 4, CapturedLines: 1, FirstLineBytes: 4}},
+			Counts{TotalBytes: 4, TotalLines: 1, CapturedBytes: 4, CapturedLines: 1, EdgeLineBytes: 4}},
 		// The first line is counted past the byte ceiling.
 		{"first line past ceiling", Limits{MaxBytes: 3}, []string{"abcdef", "gh\nx"}, "abc",
-			Counts{TotalBytes: 10, TotalLines: 2, CapturedBytes: 3, CapturedLines: 1, OmittedBytes: 7, OmittedLines: 1, FirstLineBytes: 8}},
+			Counts{TotalBytes: 10, TotalLines: 2, CapturedBytes: 3, CapturedLines: 1, OmittedBytes: 7, OmittedLines: 1, EdgeLineBytes: 8}},
 		// A stream of newlines only: each is an empty line.
 		{"only newlines", Limits{MaxLines: 2}, []string{"\n\n\n"}, "\n\n",
 			Counts{TotalBytes: 3, TotalLines: 3, CapturedBytes: 2, CapturedLines: 2, OmittedBytes: 1, OmittedLines: 1}},
 		// Negative limits take the defaults.
 		{"negative limits", Limits{MaxBytes: -1, MaxLines: -5}, []string{"x\n"}, "x\n",
-			Counts{TotalBytes: 2, TotalLines: 1, CapturedBytes: 2, CapturedLines: 1, FirstLineBytes: 1}},
+			Counts{TotalBytes: 2, TotalLines: 1, CapturedBytes: 2, CapturedLines: 1, EdgeLineBytes: 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -191,7 +191,7 @@ func TestHeadLargeStream(t *testing.T) {
 	want := Counts{
 		TotalBytes: total, TotalLines: chunks * nlPerChunk,
 		CapturedBytes: DefaultMaxBytes, CapturedLines: int64(bytes.Count(kept, []byte{'\n'})),
-		FirstLineBytes: int64(bytes.IndexByte(chunk, '\n')),
+		EdgeLineBytes: int64(bytes.IndexByte(chunk, '\n')),
 	}
 	if kept[len(kept)-1] != '\n' {
 		want.CapturedLines++

@@ -16,7 +16,7 @@ import (
 	"github.com/corral-sh/corral/supervisor"
 )
 
-// The model budget and the capture ceiling per stream (DESIGN.md, Limits).
+// The model budget and the capture ceiling per stream (README, Limits).
 const (
 	viewBytes    = 96 << 10
 	viewLines    = 4000

@@ -111,7 +111,7 @@ func tierStrings(ts []Tier) []string {
 // TestKillSeq pins the kernel fact behind single-use cgroups and the
 // promise built on it: a fresh leaf always works, even right after a
 // sibling was killed, while a once-killed leaf may kill its next child at
-// birth (kernel 6.18, research notes E6b).
+// birth (kernel 6.18, docs/killtree.md E6b).
 func TestKillSeq(t *testing.T) {
 	if !tierWorks("corral", TierCgroup2) {
 		t.Skip("cgroup2 tier does not work here")
@@ -184,7 +184,7 @@ func TestStartFailure(t *testing.T) {
 
 // TestConcurrentTrees starts many short trees at once and checks that every
 // leader's exit status reaches its own cmd.Wait: no tree reaps another
-// tree's leader or steals os/exec's status (research notes E12).
+// tree's leader or steals os/exec's status (docs/killtree.md E12).
 func TestConcurrentTrees(t *testing.T) {
 	safety := proctest.Safe(t, safetyPids)
 	entry, marker := proctest.Marker(t)

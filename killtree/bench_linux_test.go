@@ -15,8 +15,8 @@ import (
 // reports Kill's duration; the metric is kill-ms per bomb. plain and setsid
 // are proctest bombs (this test binary re-executed: Go processes of three to
 // five threads each); sleeptree is a binary tree of 1,023 single-threaded
-// `sleep` processes forked by bash, closer to the C bomb of the research
-// notes.
+// `sleep` processes forked by bash, closer to the C bomb of docs/killtree.md
+// §9.
 //
 //	go test -run '^$' -bench BenchmarkKillBomb -benchtime 3x ./killtree/
 func BenchmarkKillBomb(b *testing.B) {

@@ -17,12 +17,16 @@ import (
 // cgroup1 is a single-use cgroup v1 freezer leaf (plus a pids leaf carrying
 // pids.max), joined through the thread trick (startInV1). The kill loop is
 // runc's fallback: FROZEN, SIGKILL every task, THAWED, until empty. v1-frozen
-// tasks do not act on SIGKILL until thawed (research notes §2.6, E3).
+// tasks do not act on SIGKILL until thawed (kernel
+// Documentation/admin-guide/cgroup-v1/freezer-subsystem.rst; docs/killtree.md
+// §2.6, E3).
 type cgroup1 struct {
 	freezer string
 	suffix  string
 	leaves  []v1leaf
-	homes   *homes // the thread trick's home cgroups; nil: read them at each start
+	homes   *homes     // the thread trick's home cgroups; nil: read them at each start
+	lims    cgLimits   // memory and CPU limits, accounting
+	oom     readCloser // the OOM notification of the memory leaf, armed by start; nil
 
 	mu        sync.Mutex
 	destroyed bool // guarded by mu
@@ -40,7 +44,7 @@ func newCgroup1(mnt *mounts, cfg Config, inst, id string, h *homes) (c *cgroup1,
 	if err != nil {
 		return nil, err
 	}
-	c = &cgroup1{freezer: fl.dir, suffix: "/" + rel, leaves: []v1leaf{fl}, homes: h}
+	c = &cgroup1{freezer: fl.dir, suffix: "/" + strings.TrimPrefix(rel, "/"), leaves: []v1leaf{fl}, homes: h}
 	defer func() {
 		if retErr != nil {
 			retErr = errors.Join(retErr, c.destroy())
@@ -54,6 +58,7 @@ func newCgroup1(mnt *mounts, cfg Config, inst, id string, h *homes) (c *cgroup1,
 			return nil, err
 		}
 		c.leaves = append(c.leaves, pl)
+		c.lims.pids = pl.dir
 		limit := "max"
 		if cfg.PidsMax > 0 {
 			limit = strconv.Itoa(cfg.PidsMax)
@@ -62,11 +67,35 @@ func newCgroup1(mnt *mounts, cfg Config, inst, id string, h *homes) (c *cgroup1,
 			return nil, err
 		}
 	}
+	leaves, err := c.lims.makeLimits(mnt, cfg, inst, rel)
+	c.leaves = append(c.leaves, leaves...)
+	if err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 
+// writePids writes the pids leaf's limit (0: none).
+func (c *cgroup1) writePids(n int) error {
+	if c.lims.pids == "" {
+		return nil
+	}
+	v := "max"
+	if n > 0 {
+		v = strconv.Itoa(n)
+	}
+	return writeFile(filepath.Join(c.lims.pids, "pids.max"), v)
+}
+
+func (c *cgroup1) retune(want Limits) bool { return c.lims.retune(want, c.writePids) }
+func (c *cgroup1) reached() Limit          { return c.lims.reached() }
+func (c *cgroup1) usage() Usage            { return c.lims.usage() }
+func (c *cgroup1) oomGroup() bool          { return c.lims.v2mem }
+func (c *cgroup1) oomEvents() readCloser   { return c.oom }
+
 func (c *cgroup1) start(cmd *exec.Cmd) error {
 	setSession(cmd)
+	c.oom = c.lims.oomEventFD()
 	return startInV1(c.leaves, c.homes, cmd.Start)
 }
 
@@ -90,9 +119,11 @@ func (c *cgroup1) kill(deadline time.Time) ([]int, error) {
 	if pids, err := c.procs(); err == nil && len(pids) == 0 {
 		return nil, nil // empty: only a member could add one, by forking
 	}
+	c.lims.notePidsEvents()
 	c.blockForks()
 	seen := map[int]bool{}
 	var all []int
+	var failed firstErr
 	state := filepath.Join(c.freezer, "freezer.state")
 	for {
 		if pids, err := c.procs(); err == nil && len(pids) == 0 {
@@ -107,7 +138,8 @@ func (c *cgroup1) kill(deadline time.Time) ([]int, error) {
 			return all, err
 		}
 		for _, p := range pids {
-			_ = unix.Kill(p, unix.SIGKILL) // ESRCH: gone meanwhile
+			_, err := sendSignal(p, unix.SIGKILL)
+			failed.keep(err)
 			if !seen[p] {
 				seen[p] = true
 				all = append(all, p)
@@ -121,7 +153,7 @@ func (c *cgroup1) kill(deadline time.Time) ([]int, error) {
 			return all, nil
 		}
 		if time.Now().After(deadline) {
-			return all, fmt.Errorf("killtree: freezer %s: %w", c.freezer, ErrNotEmpty)
+			return all, failed.notEmpty("killtree: freezer %s", c.freezer)
 		}
 		_ = pollUntil(context.Background(), func() bool { // killed tasks leave within ms once thawed
 			p, _ := c.procs()
@@ -171,6 +203,9 @@ func (c *cgroup1) destroy() error {
 		return nil
 	}
 	c.destroyed = true
+	if c.oom != nil {
+		_ = c.oom.Close() // the Tree closed it already, unless the start failed
+	}
 	var errs []error
 	for _, l := range c.leaves {
 		errs = append(errs, rmTree(l.dir))

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -17,8 +18,10 @@ import (
 // mounts lists the cgroup hierarchies of this machine.
 type mounts struct {
 	v2     string            // cgroup2 mount point, "" if none
-	v2ctrl map[string]bool   // controllers listed in the v2 root's cgroup.controllers
+	v2ctrl map[string]bool   // controllers the leaves can use: listed in the cgroup.controllers of this process's v2 cgroup, unless v2busy
+	v2busy string            // why the controllers listed there cannot be used (busyCgroup2), or ""
 	v1     map[string]string // v1 controller ("pids", "freezer", ...) -> mount point
+	own    map[string]string // mount point -> this process's cgroup in that hierarchy when findMounts ran (see place)
 }
 
 var (
@@ -26,15 +29,24 @@ var (
 	mountsVal  *mounts
 )
 
-// findMounts parses /proc/self/mountinfo once.
+// findMounts parses /proc/self/mountinfo and this process's cgroups once:
+// the leaves are made beneath those cgroups for the life of the process
+// (see place), wherever an outside agent moves it later.
 func findMounts() *mounts {
 	mountsOnce.Do(func() {
-		mountsVal = parseMountinfo(readFileOr("/proc/self/mountinfo"))
-		if mountsVal.v2 != "" {
-			for _, c := range strings.Fields(readFileOr(filepath.Join(mountsVal.v2, "cgroup.controllers"))) {
-				mountsVal.v2ctrl[c] = true
+		m := parseMountinfo(readFileOr("/proc/self/mountinfo"))
+		m.own = readOwnCgroups(m)
+		if m.v2 != "" {
+			home := filepath.Join(m.v2, m.own[m.v2])
+			ctrls := strings.Fields(readFileOr(filepath.Join(home, "cgroup.controllers")))
+			if len(ctrls) > 0 {
+				m.v2busy = m.busyCgroup2(home)
+			}
+			for _, c := range ctrls {
+				m.v2ctrl[c] = m.v2busy == ""
 			}
 		}
+		mountsVal = m
 	})
 	return mountsVal
 }
@@ -72,7 +84,7 @@ func parseMountinfo(text string) *mounts {
 func (m *mounts) instanceDirs(parent, inst string) []string {
 	var out []string
 	for _, root := range m.roots() {
-		out = append(out, filepath.Join(root, parent, inst))
+		out = append(out, m.place(root, filepath.Join(parent, inst)))
 	}
 	return out
 }
@@ -83,19 +95,24 @@ func (m *mounts) roots() []string {
 	if m.v2 != "" {
 		out = append(out, m.v2)
 	}
-	for _, c := range []string{"freezer", "pids"} { // pids last: its leaves die with the others
-		if r := m.v1[c]; r != "" {
+	for _, c := range v1Controllers { // pids last: its leaves die with the others
+		if r := m.v1[c]; r != "" && !slices.Contains(out, r) { // co-mounted: one root
 			out = append(out, r)
 		}
 	}
 	return out
 }
 
-// trickRoots maps the v1 controllers whose leaves a start joins through the
-// thread trick (freezer, pids) to their mount points.
+// v1Controllers are the v1 hierarchies killtree may make leaves in: freezer
+// (the cgroup1 tier), memory, cpu and cpuacct (limits and accounting, see
+// cgLimits), pids (the fork limit).
+var v1Controllers = []string{"freezer", "memory", "cpu", "cpuacct", "pids"}
+
+// trickRoots maps the v1 controllers whose leaves a start may join through
+// the thread trick to their mount points.
 func (m *mounts) trickRoots() map[string]string {
 	out := map[string]string{}
-	for _, c := range []string{"freezer", "pids"} {
+	for _, c := range v1Controllers {
 		if r := m.v1[c]; r != "" {
 			out[c] = r
 		}
@@ -149,11 +166,10 @@ func parsePids(b []byte) []int {
 	return out
 }
 
-// mkLeaf creates root/rel (a fresh cgroup) and its missing parents. Another
+// mkLeaf creates dir (a fresh cgroup) and its missing parents. Another
 // Manager of this process may remove the shared instance directory at any
 // moment, so a missing parent is recreated and the mkdir retried.
-func mkLeaf(root, rel string) (string, error) {
-	dir := filepath.Join(root, rel)
+func mkLeaf(dir string) (string, error) {
 	var err error
 	for range 3 {
 		if err = os.Mkdir(dir, 0o755); err == nil {

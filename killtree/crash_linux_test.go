@@ -18,10 +18,22 @@ import (
 // startHangingSupervisor runs the supervise helper in hang mode in the safety
 // cgroup: it starts script under tier and prints "running" once the tree has
 // members processes. It returns the helper, already past "running", and
-// the PID of its watchdog (0 if none).
+// the PID of its watchdog (0 if none). The helper's CgroupParent is
+// "/<safety>", taken from the hierarchies' root: its instance is then a
+// sibling of this process's instances under the safety cgroup, where this
+// process's New sweeps. (A relative one would nest its instance in its own
+// cgroup, the safety cgroup, where only a corral started there sweeps:
+// TestStaleSweepNested.)
 func startHangingSupervisor(t *testing.T, safety *proctest.Safety, mode string, tier Tier, entry, script, members string) (*exec.Cmd, int) {
 	t.Helper()
-	argv, henv := proctest.Argv("supervise", mode, string(tier), safety.Name(), script, members)
+	return startHangingSupervisorIn(t, safety, "/"+safety.Name(), mode, tier, entry, script, members)
+}
+
+// startHangingSupervisorIn is startHangingSupervisor with the helper's
+// CgroupParent.
+func startHangingSupervisorIn(t *testing.T, safety *proctest.Safety, parent, mode string, tier Tier, entry, script, members string) (*exec.Cmd, int) {
+	t.Helper()
+	argv, henv := proctest.Argv("supervise", mode, string(tier), parent, script, members)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), henv, entry)
 	cmd.Stderr = os.Stderr
@@ -109,6 +121,55 @@ func TestStaleSweep(t *testing.T) {
 			defer m.Close()
 			proctest.NoSurvivors(t, marker, 0)
 			waitGone(t, leaves, 0)
+		})
+	}
+}
+
+// TestStaleSweepNested: a supervisor in a cgroup of its own (the safety
+// cgroup, as a container or a service would be) nests its containments
+// beneath it. Crashed without a watchdog, its leaves are found and swept by
+// the next corral started in that same cgroup, and not by a corral living
+// elsewhere (this test process, at the root), which sweeps only beneath its
+// own cgroup (issue 16, item 5).
+func TestStaleSweepNested(t *testing.T) {
+	safety := proctest.Safe(t, safetyPids)
+	for _, tier := range []Tier{TierCgroup2, TierCgroup1} {
+		t.Run(string(tier), func(t *testing.T) {
+			if !tierWorks(safety.Name(), tier) {
+				t.Skipf("tier %s does not work here", tier)
+			}
+			for _, root := range findMounts().roots() {
+				if findMounts().own[root] != "/" {
+					t.Skipf("this test process is not in the root cgroup of %s", root)
+				}
+			}
+			entry, marker := proctest.Marker(t)
+			sup, _ := startHangingSupervisorIn(t, safety, safety.Name(), "hang-nowatchdog", tier, entry, crashScript(), "4")
+			nested := filepath.Join(safety.Name(), safety.Name()) // <safety cgroup>/<its CgroupParent>
+			leaves := instanceLeaves(nested)
+			if len(leaves) == 0 {
+				t.Fatalf("no leaf beneath the supervisor's own cgroup %s", nested)
+			}
+			if err := sup.Process.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			_ = sup.Wait() // killed by the test
+			defer reapOrphans(t, 0)
+			// A corral living elsewhere does not sweep it.
+			m, err := New(Config{Tier: tier, CgroupParent: safety.Name()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = m.Close()
+			for _, l := range leaves {
+				if !fileExists(l) {
+					t.Errorf("a corral outside the dead supervisor's cgroup swept its leaf %s", l)
+				}
+			}
+			// The next corral in the same cgroup does.
+			runSupervisor(t, safety, entry, "kill", string(tier), safety.Name(), "echo ready", "0")
+			proctest.NoSurvivors(t, marker, time.Second)
+			waitGone(t, leaves, time.Second)
 		})
 	}
 }

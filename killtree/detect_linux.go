@@ -63,7 +63,7 @@ func probeCgroup2(cfg Config) TierStatus {
 	}
 	c, err := newCgroup2(mnt, cfg, instance(), "selftest-"+strconv.FormatUint(treeSeq.Add(1), 10), nil)
 	if err != nil {
-		st.Reason = fmt.Sprintf("cannot create a leaf under %s: %v", filepath.Join(mnt.v2, cfg.CgroupParent), err)
+		st.Reason = fmt.Sprintf("cannot create a leaf under %s: %v", mnt.place(mnt.v2, cfg.CgroupParent), err)
 		return st
 	}
 	defer c.destroy()
@@ -76,7 +76,10 @@ func probeCgroup2(cfg Config) TierStatus {
 		return st
 	}
 	var details []string
-	details = append(details, "cgroup2 at "+mnt.v2)
+	details = append(details, "cgroup2 at "+mnt.v2, mnt.placeNote(mnt.v2, cfg.CgroupParent))
+	if mnt.v2busy != "" {
+		details = append(details, "no v2 controller for the leaves: "+mnt.v2busy)
+	}
 	switch {
 	case cfg.PidsMax < 0:
 		details = append(details, "no fork limit (PidsMax < 0)")
@@ -87,9 +90,6 @@ func probeCgroup2(cfg Config) TierStatus {
 	default:
 		details = append(details, "no pids controller: no fork limit")
 	}
-	if cfg.MemoryMax > 0 && !mnt.v2ctrl["memory"] {
-		details = append(details, "no v2 memory controller: MemoryMax ignored")
-	}
 	if killSeqBug(c) {
 		details = append(details, "kernel kills a child cloned into a once-killed cgroup (kill_seq); leaves are single-use")
 	}
@@ -99,7 +99,8 @@ func probeCgroup2(cfg Config) TierStatus {
 }
 
 // killSeqBug kills the (now empty) leaf and clones `true` into it again; it
-// reports whether the child was killed at birth (research notes E6b).
+// reports whether the child was killed at birth (docs/killtree.md E6b; the
+// kill at birth is kernel/cgroup/cgroup.c cgroup_post_fork).
 func killSeqBug(c *cgroup2) bool {
 	if writeFile(filepath.Join(c.dir, "cgroup.kill"), "1") != nil {
 		return false
@@ -139,7 +140,7 @@ func probeCgroup1(cfg Config) TierStatus {
 		return st
 	}
 	st.Works = true
-	st.Reason = "freezer at " + mnt.v1["freezer"]
+	st.Reason = "freezer at " + mnt.v1["freezer"] + "; " + mnt.placeNote(mnt.v1["freezer"], cfg.CgroupParent)
 	if cfg.PidsMax > 0 && mnt.v1["pids"] != "" {
 		st.Reason += "; pids.max through the v1 pids hierarchy"
 	} else {

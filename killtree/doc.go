@@ -54,14 +54,18 @@
 //     containments of dead instances; on Windows the job's kill-on-close
 //     does it.
 //   - A corral run inside a command (a nested corral) dies with that
-//     command's tree, and so do its containments: an outer cgroup kill ends
-//     the inner corral and its watchdog at once while the inner command
-//     lives in a cgroup of its own, so every Kill that killed something
-//     runs the stale sweep (instances whose owner is dead or a zombie),
-//     and counts and reaps what it kills there that was reparented to this
-//     process. A running Manager also runs that sweep in the background at
-//     most every staleEvery, from Start, so a dead instance's
-//     containments are ended even when this process kills nothing.
+//     command's tree, and so do its containments: they are made beneath
+//     the command's cgroups (see "Names on disk"), so the outer kill, the
+//     outer watchdog and the outer removal reach them with the leaf. Where
+//     the outer tree has no cgroup in a hierarchy (an outer pgroup tree)
+//     the inner containments are siblings of the outer instance: an outer
+//     kill ends the inner corral and its watchdog at once, so every Kill
+//     that killed something runs the stale sweep (instances whose owner is
+//     dead or a zombie), and counts and reaps what it kills there that was
+//     reparented to this process. A running Manager also runs that sweep in
+//     the background at most every staleEvery, from Start, so a dead
+//     instance's containments are ended even when this process kills
+//     nothing.
 //   - The way down counts a pgroup tree only once it stopped growing
 //     (Tree.Stop: SIGSTOP to the group first), and WaitEmpty's scans end
 //     with its context, so a fork bomb does not delay the Result by the
@@ -75,13 +79,14 @@
 // The strongest tier that works is chosen, and the baseline always runs on
 // top of it:
 //
-//   - cgroup2: a leaf <v2 root>/<CgroupParent>/<instance>/<n>, killed by
+//   - cgroup2: a leaf <own v2 cgroup>/<CgroupParent>/<instance>/<n> (see
+//     "Names on disk"), killed by
 //     writing cgroup.kill (Linux 5.14), which is atomic against forks and
 //     migrations; Kill waits for "populated 0" in cgroup.events through
 //     inotify. pids.max (Config.PidsMax, default 4096 tasks) is set through
 //     the v2 pids controller or, on hybrid hosts whose v2 hierarchy has no
-//     controllers, in a v1 pids leaf of the same name; memory.max
-//     (Config.MemoryMax) only through the v2 memory controller.
+//     controllers, in a v1 pids leaf of the same name; the memory and CPU
+//     limits likewise (see "Limits and usage").
 //   - cgroup1: a v1 freezer leaf (plus a pids leaf). Kill freezes it, sends
 //     SIGKILL to every task, thaws it (v1-frozen tasks do not die until
 //     thawed) and repeats until it is empty.
@@ -110,6 +115,26 @@
 // after the cgroup emptied left it (a root command can write its PID into
 // another cgroup.procs) and is counted in Report.Escapees; on pgroup the
 // escapees are the members outside the leader's process group.
+//
+// # Limits and usage
+//
+// A containment caps its tree's memory, CPU time and tasks (Config's
+// MemoryMax, CPUs, PidsMax; per command with Manager.StartLimited, which
+// rewrites a prepared containment's limit files, or makes a fresh one when
+// it lacks a leaf). Each limit goes to the v2 leaf when the v2 hierarchy
+// has the controller (memory.max with memory.swap.max 0 and
+// memory.oom.group 1, cpu.max, pids.max), else to a v1 leaf of the same
+// name joined through the thread trick (memory.limit_in_bytes and
+// memory.memsw.limit_in_bytes, cpu.cfs_quota_us, pids.max). v1 has no
+// memory.oom.group: an eventfd registered on the leaf's memory.oom_control
+// tells the Tree of an OOM, and it kills itself whole at once. On pgroup
+// the memory limit is the shell's RLIMIT_AS (prlimit right after the
+// start), per process and best effort; CPU and pids are not enforced
+// (Tree.NotEnforced). Tree.Reached names the limit a tree ran into (an OOM
+// kill, a fork refused at pids.max), Tree.Usage what it used: the cgroup's
+// accounting where there is one (v2 cpu.stat, v1 cpuacct, memory.peak or
+// max_usage_in_bytes of a memory leaf), else the rusage of the reaped
+// processes. Doctor says per tier which limits it enforces here.
 //
 // # The reaper
 //
@@ -158,14 +183,41 @@
 //
 // On Linux 6.18 a clone3(CLONE_INTO_CGROUP) into a cgroup that once received
 // cgroup.kill yields a child SIGKILLed at birth: the kill_seq snapshot is
-// taken from the parent's cgroup before the target is known. Doctor reports
-// whether this kernel has it; either way containments are never reused.
+// taken from the parent's cgroup before the target is known, and
+// cgroup_post_fork (kernel/cgroup/cgroup.c) kills a child whose snapshot
+// differs from its cgroup's (docs/killtree.md §2.5, experiment E6b). Doctor
+// reports whether this kernel has it; either way containments are never
+// reused.
 //
 // # Names on disk
 //
-// Containments are <CgroupParent>/<pid>-<start time>/<n> in every hierarchy
-// used (cgroup2, and v1 freezer and pids), so the stale sweep can tell a live
-// owner from a dead one across PID reuse.
+// Containments are <own>/<CgroupParent>/<pid>-<start time>/<n> in every
+// hierarchy used (cgroup2, and v1 freezer and pids), so the stale sweep can
+// tell a live owner from a dead one across PID reuse. <own> is the cgroup
+// this process was in, in that hierarchy, when it first looked (at the
+// first New or Doctor; later moves by an outside agent are not followed):
+// a corral inside a container, a service or another corral's command nests
+// its containments in that outer cgroup, so the outer cgroup.kill, freezer
+// and limits hold them. A CgroupParent beginning with "/" is taken from the
+// hierarchy's root instead. The stale sweep looks only beneath the same
+// <own>/<CgroupParent>: at the instances of corrals started in the same
+// cgroup. An inner corral's containments are in an outer one's leaf (the
+// outer kill and removal reach them), and an inner corral never sees an
+// outer one's.
+//
+// On cgroup v2, the controllers the leaves get (pids) are those listed in
+// <own>'s cgroup.controllers. The kernel enables none below a non-root
+// cgroup that holds processes ("no internal processes", cgroup-v2.rst): when
+// this process is alone in <own>, it moves itself into the leaf
+// <own>/<CgroupParent>/<instance>/supervisor the first time a controller is
+// needed (systemd's delegated-subgroup pattern) and stays there; the
+// watchdog and the stale sweep never kill that leaf, and the sweep removes
+// it once empty. When other processes share <own>, they are not moved, and
+// the leaves get no v2 controller (Doctor says why). When no leaf can be
+// made beneath <own>, the cgroup tier fails its self-test (Doctor names the
+// directory) rather than fall back to the root, outside the outer cgroup.
+// The boundary is the outer cgroup's: a root command can write its PID into
+// any cgroup.procs and leave it, as it can leave its own leaf.
 //
 // # Concurrency
 //

@@ -15,6 +15,7 @@ import (
 
 func registerHelpers() {
 	proctest.Register("supervise", helperSupervise)
+	proctest.Register("leavehome", helperLeaveHome)
 }
 
 // helperSupervise is a supervisor in a process of its own:

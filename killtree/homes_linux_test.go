@@ -22,7 +22,7 @@ func TestHomesRefresh(t *testing.T) {
 	if len(roots) == 0 {
 		t.Skip("no v1 freezer or pids hierarchy here")
 	}
-	h := &homes{parent: "corral"}
+	h := &homes{under: []string{"/corral"}}
 	defer h.close()
 	runtime.LockOSThread() // refresh and the comparison read the same thread
 	defer runtime.UnlockOSThread()
@@ -148,7 +148,7 @@ func errorf(format string, args ...any) error { return fmt.Errorf(format, args..
 // TestHomesRefuseContainments: a path under the containments' parent is never
 // cached as a home, whatever the thread reads.
 func TestHomesRefuseContainments(t *testing.T) {
-	h := &homes{parent: "corral"}
+	h := &homes{under: []string{"/corral"}}
 	for _, tc := range []struct {
 		path string
 		want bool
@@ -166,6 +166,12 @@ func TestHomesRefuseContainments(t *testing.T) {
 		if got := h.inParent(tc.path); got != tc.want {
 			t.Errorf("inParent(%q) = %v, want %v", tc.path, got, tc.want)
 		}
+	}
+	// A corral nested in another one's leaf places its containments under
+	// that leaf (see place): the leaf is its home, not a containment.
+	nested := &homes{under: []string{"/corral/1-2/3/corral"}}
+	if nested.inParent("/corral/1-2/3") || !nested.inParent("/corral/1-2/3/corral/4-5/6") {
+		t.Error("a nested instance mistakes its home for a containment, or the reverse")
 	}
 }
 

@@ -2,6 +2,7 @@ package killtree
 
 import (
 	"fmt"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/windows"
@@ -119,4 +120,22 @@ func (j *winJob) close() error {
 	err := windows.CloseHandle(j.h)
 	j.h = 0
 	return err
+}
+
+// usage reads the job's accounting: the CPU times of every process that
+// ran in it (TotalUserTime, TotalKernelTime, 100 ns units) and the job's
+// peak committed memory (PeakJobMemoryUsed).
+func (j *winJob) usage() (Usage, error) {
+	var a jobAccounting
+	if err := windows.QueryInformationJobObject(j.h, windows.JobObjectBasicAccountingInformation,
+		uintptr(unsafe.Pointer(&a)), uint32(unsafe.Sizeof(a)), nil); err != nil {
+		return Usage{}, err
+	}
+	var ext windows.JOBOBJECT_EXTENDED_LIMIT_INFORMATION
+	if err := windows.QueryInformationJobObject(j.h, windows.JobObjectExtendedLimitInformation,
+		uintptr(unsafe.Pointer(&ext)), uint32(unsafe.Sizeof(ext)), nil); err != nil {
+		return Usage{}, err
+	}
+	return Usage{CPUUser: time.Duration(a.TotalUserTime) * 100, CPUSystem: time.Duration(a.TotalKernelTime) * 100,
+		PeakMemory: int64(ext.PeakJobMemoryUsed), CPUFromCgroup: true, MemoryFromCgroup: true}, nil
 }

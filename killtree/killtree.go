@@ -70,12 +70,21 @@ type Config struct {
 	// DefaultPidsMax, negative means no limit. Honoured by the cgroup tiers and
 	// the job tier (active processes); the pgroup tier has no fork limit.
 	PidsMax int
-	// MemoryMax caps the memory of one containment in bytes; 0 means off. Only
-	// honoured where a memory controller is usable (cgroup v2 memory
-	// controller, Windows job memory limit).
+	// MemoryMax caps the memory of one containment in bytes; 0 means off.
+	// Honoured by the cgroup tiers (v2 memory controller, else a v1 memory
+	// leaf), the job tier (job memory limit), and on pgroup as RLIMIT_AS of
+	// the shell, which its children inherit: per process, not per tree (see
+	// Limits and doc.go, "Limits and usage").
 	MemoryMax int64
-	// CgroupParent is the cgroup, relative to each hierarchy's root, in which
-	// containments are nested as <CgroupParent>/<instance>/<command>.
+	// CPUs caps the CPU time of one containment, in CPUs (1.5: one and a
+	// half CPUs' worth of time per period); 0 means off. Honoured by the
+	// cgroup tiers (v2 cpu.max, else a v1 cpu leaf's CFS quota); not by
+	// pgroup or job.
+	CPUs float64
+	// CgroupParent is the cgroup, relative to this process's own cgroup in
+	// each hierarchy, in which containments are nested as
+	// <CgroupParent>/<instance>/<command> (see doc.go, "Names on disk"); one
+	// beginning with "/" is relative to each hierarchy's root instead.
 	// "" means "corral".
 	CgroupParent string
 	// SoleTree declares that this process runs one tree at a time and
@@ -147,6 +156,17 @@ type Process struct {
 	Comm string
 }
 
+// LimitStatus says how a tier enforces one kind of limit on this machine,
+// or why it does not.
+type LimitStatus struct {
+	// Limit is the kind of limit.
+	Limit Limit
+	// Enforced says whether the tier enforces it here.
+	Enforced bool
+	// How names the mechanism, or why there is none.
+	How string
+}
+
 // TierStatus is one line of Doctor's report.
 type TierStatus struct {
 	// Tier is the tier described.
@@ -157,6 +177,9 @@ type TierStatus struct {
 	Reason string
 	// Chosen marks the tier New would use with the same Config.
 	Chosen bool
+	// Limits says, for memory, cpus and pids, whether the tier enforces
+	// it on this machine and how, or why not.
+	Limits []LimitStatus
 }
 
 // Doctor reports every tier on this machine for `corral doctor`, in the order
@@ -170,6 +193,7 @@ func Doctor(cfg Config) []TierStatus {
 	copy(out, st)
 	for i := range out {
 		out[i].Chosen = out[i].Tier == chosen
+		out[i].Limits = tierLimits(out[i].Tier)
 	}
 	return out
 }
@@ -266,12 +290,17 @@ var treeSeq atomic.Uint64
 // Stdout and Stderr should be *os.File so os/exec starts no copy goroutines.
 // On error nothing is left running and the containment is destroyed. The
 // caller reaps the leader with cmd.Wait after Kill, and closes the Tree.
-func (m *Manager) Start(cmd *exec.Cmd) (t *Tree, retErr error) {
+func (m *Manager) Start(cmd *exec.Cmd) (*Tree, error) {
+	return m.start(cmd, Limits{}.resolve(m.cfg))
+}
+
+// start is Start with resolved limits (see StartLimited).
+func (m *Manager) start(cmd *exec.Cmd, lim Limits) (t *Tree, retErr error) {
 	if err := m.reserve(); err != nil {
 		return nil, err
 	}
 	defer m.unreserve()
-	t = &Tree{m: m, cmd: cmd, tier: m.tier, exited: make(chan struct{})}
+	t = &Tree{m: m, cmd: cmd, tier: m.tier, lim: lim, exited: make(chan struct{})}
 	if cmd.Env == nil {
 		cmd.Env = os.Environ()
 	}
@@ -280,7 +309,7 @@ func (m *Manager) Start(cmd *exec.Cmd) (t *Tree, retErr error) {
 		return nil, err
 	}
 	env := cmd.Env
-	c, err := m.plat.start(cmd, func(id string) {
+	c, err := m.plat.start(cmd, lim, func(id string) {
 		t.id, t.tag = id, m.plat.instance+"."+id
 		cmd.Env = append(env, EnvTag+"="+t.tag)
 	})
@@ -295,6 +324,7 @@ func (m *Manager) Start(cmd *exec.Cmd) (t *Tree, retErr error) {
 		_ = cmd.Wait() // reap the leader we started; its status is of no interest
 		return nil, errors.Join(err, kerr, t.Close())
 	}
+	t.watchOOM()
 	m.mu.Lock()
 	m.trees[t] = struct{}{}
 	m.mu.Unlock()

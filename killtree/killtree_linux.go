@@ -85,39 +85,56 @@ func newPlatform(cfg Config, tier Tier) (*platform, error) {
 		p.wd = wd
 	}
 	if tier == TierCgroup2 || tier == TierCgroup1 {
-		p.homes = &homes{parent: cfg.CgroupParent}
+		p.homes = &homes{}
+		for _, root := range p.mnt.trickRoots() {
+			p.homes.under = append(p.homes.under, p.mnt.cgroupPath(root, cfg.CgroupParent))
+		}
 		p.prep = newPreparer(p.newContainment)
 	}
 	return p, nil
 }
 
 func (p *platform) newContainment(id string) (containment, error) {
+	return p.newLimited(id, Limits{}.resolve(p.cfg))
+}
+
+// newLimited makes a containment with the limits lim (resolved).
+func (p *platform) newLimited(id string, lim Limits) (containment, error) {
+	cfg := lim.config(p.cfg)
 	switch p.tier {
 	case TierCgroup2:
 		p.homes.refresh(p.mnt.trickRoots())
-		return newCgroup2(p.mnt, p.cfg, p.instance, id, p.homes)
+		return newCgroup2(p.mnt, cfg, p.instance, id, p.homes)
 	case TierCgroup1:
 		p.homes.refresh(p.mnt.trickRoots())
-		return newCgroup1(p.mnt, p.cfg, p.instance, id, p.homes)
+		return newCgroup1(p.mnt, cfg, p.instance, id, p.homes)
 	case TierPgroup:
-		return pgroupC{}, nil
+		return pgroupC{memory: lim.MemoryBytes}, nil
 	}
 	return nil, fmt.Errorf("killtree: tier %s: %w", p.tier, ErrUnavailable)
 }
 
-// start starts cmd in a fresh containment: the one prepared in the
-// background on the cgroup tiers if it is ready, else one made now.
-func (p *platform) start(cmd *exec.Cmd, name func(id string)) (containment, error) {
+// start starts cmd in a fresh containment with the limits lim (resolved):
+// the one prepared in the background on the cgroup tiers if it is ready
+// and can take lim (retune), else one made now.
+func (p *platform) start(cmd *exec.Cmd, lim Limits, name func(id string)) (containment, error) {
 	p.sweepStaleSoon()
+	newC := func(id string) (containment, error) { return p.newLimited(id, lim) }
 	if p.prep == nil {
-		return startFresh(p.newContainment, cmd, name)
+		return startFresh(newC, cmd, name)
 	}
 	defer p.prep.restock()
 	if sp := p.prep.take(); sp != nil {
-		return startIn(sp.c, sp.id, cmd, name)
+		if r, ok := sp.c.(interface{ retune(Limits) bool }); !ok || r.retune(lim) {
+			return startIn(sp.c, sp.id, cmd, name)
+		}
+		_ = p.prep.remove(sp.c) // its removal errors reach Manager.Close
 	}
-	return startFresh(p.newContainment, cmd, name)
+	return startFresh(newC, cmd, name)
 }
+
+// tierLimits says how tier enforces each limit here (Doctor).
+func tierLimits(tier Tier) []LimitStatus { return limitsDoc(tier, findMounts()) }
 
 // sweepStaleSoon starts the stale sweep in the background when the last one
 // is staleEvery old: a server whose commands all end by themselves still

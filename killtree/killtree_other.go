@@ -15,7 +15,7 @@ import (
 // orphans reparent to init, so the sweep follows the leader's session and
 // group, the descendants of every process it saw, and processes seen before
 // (PID and creation time). A process that leaves the session and whose
-// parent exits before a sweep sees it is out of reach (research notes §5).
+// parent exits before a sweep sees it is out of reach (docs/killtree.md §5).
 
 type platform struct {
 	cfg      Config
@@ -61,9 +61,26 @@ func newPlatform(cfg Config, tier Tier) (*platform, error) {
 
 func (p *platform) newContainment(id string) (containment, error) { return pgroupC{}, nil }
 
-// start starts cmd in a fresh containment (see startFresh).
-func (p *platform) start(cmd *exec.Cmd, name func(id string)) (containment, error) {
+// start starts cmd in a fresh containment (see startFresh). No limit is
+// enforced here (see enforces).
+func (p *platform) start(cmd *exec.Cmd, lim Limits, name func(id string)) (containment, error) {
 	return startFresh(p.newContainment, cmd, name)
+}
+
+// enforces reports which limits are enforced here: none. RLIMIT_AS can
+// only be set by the process itself on macOS and the BSDs (no prlimit).
+func (p *platform) enforces() (memory, cpus, pids bool) { return false, false, false }
+
+// rlimitAS is not available here (see enforces).
+func rlimitAS(pid int, bytes int64) error { return nil }
+
+// tierLimits says how tier enforces each limit here (Doctor).
+func tierLimits(tier Tier) []LimitStatus {
+	why := "Linux only"
+	if tier == TierPgroup {
+		why = "not enforced on this OS"
+	}
+	return []LimitStatus{{Limit: LimitMemory, How: why}, {Limit: LimitCPUs, How: why}, {Limit: LimitPids, How: why}}
 }
 
 // destroy removes a closed tree's containment.

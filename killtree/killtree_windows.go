@@ -14,7 +14,8 @@ import (
 	"golang.org/x/sys/windows"
 )
 
-// On Windows the only tier is the job object (research notes §4, W2): the
+// On Windows the only tier is the job object (docs/killtree.md §4, §8.3 W2;
+// CreateProcess with CREATE_SUSPENDED, then AssignProcessToJobObject): the
 // command is created suspended, assigned to a fresh job, then resumed, so no
 // instruction of it runs outside the job. Kill-on-close makes a crashed
 // supervisor's jobs die with its handles.
@@ -54,9 +55,37 @@ func (p *platform) newContainment(id string) (containment, error) {
 	return &jobC{j: j}, nil
 }
 
-// start starts cmd in a fresh containment (see startFresh).
-func (p *platform) start(cmd *exec.Cmd, name func(id string)) (containment, error) {
-	return startFresh(p.newContainment, cmd, name)
+// start starts cmd in a fresh job with the limits lim (resolved; see
+// startFresh).
+func (p *platform) start(cmd *exec.Cmd, lim Limits, name func(id string)) (containment, error) {
+	cfg := lim.config(p.cfg)
+	return startFresh(func(string) (containment, error) {
+		j, err := newWinJob(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return &jobC{j: j}, nil
+	}, cmd, name)
+}
+
+// enforces reports which limits the job tier enforces: memory (the job's
+// memory limit) and pids (its active-process limit); no CPU quota.
+func (p *platform) enforces() (memory, cpus, pids bool) { return true, false, true }
+
+// tierLimits says how tier enforces each limit here (Doctor).
+func tierLimits(tier Tier) []LimitStatus {
+	if tier != TierJob {
+		why := "Linux only"
+		if tier == TierPgroup {
+			why = "Unix only"
+		}
+		return []LimitStatus{{Limit: LimitMemory, How: why}, {Limit: LimitCPUs, How: why}, {Limit: LimitPids, How: why}}
+	}
+	return []LimitStatus{
+		{Limit: LimitMemory, Enforced: true, How: "job memory limit"},
+		{Limit: LimitCPUs, How: "no CPU rate control set"},
+		{Limit: LimitPids, Enforced: true, How: "job active-process limit"},
+	}
 }
 
 // destroy removes a closed tree's containment.
@@ -110,3 +139,21 @@ func (c *jobC) destroy() error {
 }
 
 func (c *jobC) dirs() []string { return nil }
+
+// reached is never known here: the job's limits refuse an allocation or a
+// process creation inside the process, they kill nothing.
+func (c *jobC) reached() Limit { return "" }
+
+// usage is the job's accounting (winJob.usage); zero once destroyed.
+func (c *jobC) usage() Usage {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.j == nil {
+		return Usage{}
+	}
+	u, err := c.j.usage()
+	if err != nil {
+		return Usage{}
+	}
+	return u
+}

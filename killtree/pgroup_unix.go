@@ -11,8 +11,9 @@ import (
 
 // pgroupC is the pgroup tier's containment: nothing but a new session, so
 // the leader's PID is also its session and process group ID. All the work is
-// the baseline's.
-type pgroupC struct{}
+// the baseline's. memory, when positive, becomes the shell's RLIMIT_AS
+// (Linux), which its children inherit.
+type pgroupC struct{ memory int64 }
 
 // setSession asks for a new session and group, keeping the caller's other
 // SysProcAttr fields. Setpgid is cleared: setpgid on a session leader fails.
@@ -25,9 +26,17 @@ func setSession(cmd *exec.Cmd) *syscall.SysProcAttr {
 	return cmd.SysProcAttr
 }
 
-func (pgroupC) start(cmd *exec.Cmd) error {
+func (c pgroupC) start(cmd *exec.Cmd) error {
 	setSession(cmd)
-	return cmd.Start()
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	if err := rlimitAS(cmd.Process.Pid, c.memory); err != nil {
+		_ = cmd.Process.Kill() // not started as asked: nothing may run unlimited
+		_ = cmd.Wait()
+		return err
+	}
+	return nil
 }
 
 func (pgroupC) procs() ([]int, error)               { return nil, nil }

@@ -14,8 +14,8 @@ import (
 )
 
 // TestPidsMax: an unbounded fork bomb in a containment with PidsMax 300 is
-// refused forks (pids.events counts them) and never holds more than 300
-// tasks; Kill ends it.
+// refused forks (pids.events counts them, and Reached says pids) and never
+// holds more than 300 tasks; Kill ends it.
 func TestPidsMax(t *testing.T) {
 	safety := proctest.Safe(t, safetyPids)
 	for _, tier := range []Tier{TierCgroup2, TierCgroup1} {
@@ -73,6 +73,11 @@ func TestPidsMax(t *testing.T) {
 			rep, err := tr.Kill()
 			if err != nil {
 				t.Fatal(err)
+			}
+			// The refusals before the kill count, not those of the
+			// kill's own fork barrier (cgroup1 lowers pids.max to 0).
+			if got := tr.Reached(); got != LimitPids {
+				t.Errorf("Reached = %q, want pids", got)
 			}
 			t.Logf("capped bomb: %+v, pids.current was %d", rep, cur)
 		})

@@ -7,7 +7,7 @@ const sZomb = 5
 
 // listProcs lists every process with one sysctl(KERN_PROC_ALL). gopsutil's
 // darwin backend needs modules this build does not carry, and its Children
-// walks all processes per call anyway (research notes §5).
+// walks all processes per call anyway (docs/killtree.md §5).
 func listProcs() ([]uproc, error) {
 	kps, err := unix.SysctlKinfoProcSlice("kern.proc.all")
 	if err != nil {

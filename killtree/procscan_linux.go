@@ -55,8 +55,9 @@ func scanProcs() ([]proc, error) {
 var selfPid = os.Getpid()
 
 // openOwnChildren opens this process's main thread's children list,
-// /proc/<pid>/task/<pid>/children, to keep for a Manager's life (re-read with
-// pread: 0.6 µs against 5.6 µs opened by path, BenchmarkChildrenRead). It
+// /proc/<pid>/task/<pid>/children, to keep for a Manager's life: re-read
+// with pread, it costs a tenth of an open by path (BenchmarkChildrenRead;
+// README, Performance). It
 // returns nil without CONFIG_PROC_CHILDREN (the scans then fall back to a
 // full /proc pass).
 func openOwnChildren() *kernelFD {

@@ -2,6 +2,7 @@ package killtree
 
 import (
 	"errors"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -11,7 +12,7 @@ import (
 // It waits for each by PID with WNOHANG, never with wait4(-1), and never for
 // the leader or another tree's leader or a watchdog (ownChildren): os/exec
 // reaps those, and stealing their status makes cmd.Wait fail with "no child
-// processes" (research notes E12). It returns how many it reaped, or, if
+// processes" (docs/killtree.md §2.3, E12). It returns how many it reaped, or, if
 // some could not be reaped yet (EINTR, or not yet waitable), a negative
 // count so the caller scans again.
 func (t *Tree) reapZombies(ps []proc) int {
@@ -22,13 +23,15 @@ func (t *Tree) reapZombies(ps []proc) int {
 			continue
 		}
 		var ws unix.WaitStatus
-		got, err := unix.Wait4(p.pid, &ws, unix.WNOHANG, nil)
+		var ru unix.Rusage
+		got, err := unix.Wait4(p.pid, &ws, unix.WNOHANG, &ru)
 		for errors.Is(err, unix.EINTR) {
-			got, err = unix.Wait4(p.pid, &ws, unix.WNOHANG, nil)
+			got, err = unix.Wait4(p.pid, &ws, unix.WNOHANG, &ru)
 		}
 		switch {
 		case err == nil && got == p.pid:
 			n++
+			t.addReaped(&ru)
 		case err == nil: // not waitable yet: look again
 			pending = true
 		}
@@ -57,4 +60,14 @@ func (t *Tree) ours(p proc) bool {
 		return false
 	}
 	return !ownedElsewhere(p.pid)
+}
+
+// addReaped adds the rusage of an orphan this tree reaped to its usage
+// (Tree.Usage's rusage source).
+func (t *Tree) addReaped(ru *unix.Rusage) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.reaped.CPUUser += time.Duration(ru.Utime.Nano())
+	t.reaped.CPUSystem += time.Duration(ru.Stime.Nano())
+	t.reaped.PeakMemory = max(t.reaped.PeakMemory, ru.Maxrss*1024) // KiB (getrusage(2))
 }

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -45,6 +46,11 @@ type Tree struct {
 	id   string
 	tag  string // value of EnvTag in the command's environment
 	c    containment
+	lim  Limits // resolved: 0 is none
+
+	oomFile readCloser     // the OOM watch's notification; nil without a watch
+	oomWG   sync.WaitGroup // the OOM watch's goroutine
+	oomSeen atomic.Bool    // the OOM watch fired
 
 	exited     chan struct{} // closed once the leader has exited (not reaped), or by Close
 	exitedOnce sync.Once     // closes exited
@@ -59,6 +65,7 @@ type Tree struct {
 	empty  bool      // Kill confirmed the tree empty; guarded by mu
 	tried  bool      // a Kill ran (and may have given up); guarded by mu
 	closed bool      // guarded by mu
+	reaped Usage     // rusage of the orphans this tree reaped (Linux); guarded by mu
 }
 
 // Pid returns the leader's process ID, which is also the tree's session
@@ -280,6 +287,7 @@ func (t *Tree) KillPipeHoldersBy(deadline time.Time) (int, error) {
 // (killing what a nested cgroup still holds); Manager.Close waits for them
 // and reports a removal that failed.
 func (t *Tree) Close() error {
+	t.stopOOMWatch()
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()

@@ -93,8 +93,8 @@ type treeState struct {
 // died before any scan saw it, is not attributed (the pipe-holder scan still
 // finds it if it holds our output); and a zombie orphan of a pgroup tree that
 // no scan saw alive is left unreaped rather than risk reaping a child that
-// other code in this process owns (os/exec would then lose its status, the
-// E12 regression in the research notes).
+// other code in this process owns (os/exec would then lose its status:
+// docs/killtree.md §2.3, E12).
 func (t *Tree) attribute(ps []proc) []proc {
 	if len(ps) == 0 {
 		return nil // the common case after a shell exited alone: no maps, no getsid
@@ -223,8 +223,8 @@ func (t *Tree) live(ps []proc) []int {
 
 // members lists the tree's live processes. On the cgroup tiers that is the
 // cgroup's own list: one read, which a fork bomb cannot starve the way it
-// starves a walk of /proc (research notes §2.3, E2: single scans took 4–10 s
-// under a 1,000-process bomb); processes that left the cgroup are found by
+// starves a walk of /proc (docs/killtree.md §2.3, E2, and the KillBomb rows
+// of the README's Performance section); processes that left the cgroup are found by
 // Kill's sweep and reported as escapees. On pgroup it is the descendants the
 // baseline attributes to the tree, from a scan that ends with ctx.
 func (t *Tree) members(ctx context.Context) ([]int, error) {
@@ -385,7 +385,8 @@ func (t *Tree) kill(deadline time.Time) (Report, error) {
 	}
 	t.mu.Unlock()
 	// 2. The group kill. SIGSTOP first: it is atomic against fork like
-	// SIGKILL (research §2.1), so the sweep below scans a group that stands
+	// SIGKILL (kernel/fork.c copy_process re-checks pending group signals
+	// before the child becomes visible; docs/killtree.md §2.1), so the sweep below scans a group that stands
 	// still and can count it.
 	// With a reaper the group holds the reaper, which must go on reaping
 	// while the sweep runs: its members are stopped and scanned one by one.
@@ -485,6 +486,7 @@ func (t *Tree) sweep(deadline time.Time, killed map[int]bool, groupStopped bool)
 	stopRounds := 0
 	backoff := 200 * time.Microsecond
 	var firstKill time.Time
+	var failed firstErr
 	nestedDone := false
 	// nested runs the stale sweep once something was killed (see
 	// sweepDeadInstances): the containments of a corral instance that
@@ -546,7 +548,8 @@ func (t *Tree) sweep(deadline time.Time, killed map[int]bool, groupStopped bool)
 		_ = t.signalGroup(unix.SIGKILL) // ESRCH: empty group
 		var stuck []int
 		for _, p := range live {
-			_ = unix.Kill(p, unix.SIGKILL) // ESRCH: the group kill got it first
+			_, err := sendSignal(p, unix.SIGKILL) // ESRCH (the group kill got it first) is no error
+			failed.keep(err)
 			if sigkilled[p] {
 				stuck = append(stuck, p)
 			}
@@ -556,7 +559,7 @@ func (t *Tree) sweep(deadline time.Time, killed map[int]bool, groupStopped bool)
 			t.thawFrozen(stuck) // after the signal: a thawed task dies before it runs
 		}
 		if time.Now().After(deadline) {
-			return escapees, live, fmt.Errorf("killtree: %d processes of %d still alive: %w", len(live), t.pid, ErrNotEmpty)
+			return escapees, live, failed.notEmpty("killtree: %d processes of %d still alive", len(live), t.pid)
 		}
 		if firstKill.IsZero() {
 			firstKill = time.Now()

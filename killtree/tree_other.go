@@ -132,6 +132,7 @@ func (t *Tree) terminate() (int, error) {
 func (t *Tree) kill(deadline time.Time) (Report, error) {
 	var rep Report
 	killed := map[int]bool{}
+	var failed firstErr
 	_ = t.signalGroup(unix.SIGSTOP) // ESRCH: empty group
 	stopped := map[int]bool{}
 	for round := 0; ; round++ {
@@ -155,7 +156,9 @@ func (t *Tree) kill(deadline time.Time) (Report, error) {
 		}
 		_ = t.signalGroup(unix.SIGKILL)
 		for _, p := range pids {
-			if unix.Kill(p, unix.SIGKILL) == nil && !killed[p] {
+			sent, err := sendSignal(p, unix.SIGKILL)
+			failed.keep(err)
+			if sent && !killed[p] {
 				killed[p] = true
 				if pg, _ := unix.Getpgid(p); pg != t.pid {
 					rep.Escapees++
@@ -171,7 +174,7 @@ func (t *Tree) kill(deadline time.Time) (Report, error) {
 			t.mu.Lock()
 			t.st.left = append(t.st.left[:0], pids...)
 			t.mu.Unlock()
-			return rep, fmt.Errorf("killtree: %d processes of %d still alive: %w", len(pids), t.pid, ErrNotEmpty)
+			return rep, failed.notEmpty("killtree: %d processes of %d still alive", len(pids), t.pid)
 		}
 		time.Sleep(5 * time.Millisecond) // let SIGKILL land before the next walk; not synchronisation
 	}

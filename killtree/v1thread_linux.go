@@ -18,9 +18,11 @@ type v1leaf struct {
 	dir  string // the leaf
 }
 
-// mkV1Leaf creates the v1 leaf root/rel of controller ctrl.
+// mkV1Leaf creates the v1 leaf rel of controller ctrl, whose hierarchy is
+// mounted at root, where place puts it: beneath this process's own cgroup
+// in that hierarchy unless rel is absolute.
 func mkV1Leaf(ctrl, root, rel string) (v1leaf, error) {
-	dir, err := mkLeaf(root, rel)
+	dir, err := mkLeaf(findMounts().place(root, rel))
 	if err != nil {
 		return v1leaf{}, err
 	}
@@ -117,15 +119,16 @@ func (th thread) goHome(leaves []v1leaf) error {
 
 // homes holds, per v1 controller, the tasks file of the cgroup this
 // process's threads live in (their home), open, so that the thread trick
-// moves its thread back without reading /proc/thread-self/cgroup first (23
-// µs in place, against a write to a file already open). refresh reads it
+// moves its thread back without reading and parsing
+// /proc/thread-self/cgroup first, only a write to a file already open
+// (part of the cgroup1 tier's cost in BenchmarkSpawnTrue). refresh reads it
 // again whenever a containment is made, which on the cgroup tiers happens in
 // the preparer while the previous command runs: a process that an outside
 // agent moves to other cgroups is followed from its next containment on, and
 // a thread whose cached home was removed meanwhile goes to the hierarchy's
 // root (goHome). Safe for concurrent use; a nil *homes knows nothing.
 type homes struct {
-	parent string // Config.CgroupParent: a path under it is a containment, never a home
+	under []string // the cgroup paths the containments are placed under (mounts.cgroupPath of Config.CgroupParent): a path under one is a containment, never a home
 
 	mu    sync.Mutex
 	path  map[string]string    // controller -> home; guarded by mu
@@ -140,8 +143,8 @@ type homes struct {
 // It locks its goroutine to the thread for the read: /proc/thread-self names
 // the thread that opens it, but the content is made when it is read, and an
 // unlocked goroutine can move to another thread in between, leaving the
-// first one free for a start to lock and move into a leaf (TestLoad's 200
-// concurrent commands cached leaves as homes that way). A thread the calling
+// first one free for a start to lock and move into a leaf (api's TestLoad,
+// 200 concurrent commands, once cached leaves as homes that way). A thread the calling
 // goroutine holds locked is at home: the trick moves only threads it locked
 // itself, and brings them back before it unlocks them. A path under the
 // containments' parent is refused all the same.
@@ -176,11 +179,13 @@ func (h *homes) refresh(roots map[string]string) {
 // inParent reports whether cgroup path p lies under the containments'
 // parent, where no thread of ours lives but for a start.
 func (h *homes) inParent(p string) bool {
-	parent := strings.Trim(filepath.ToSlash(h.parent), "/")
-	if parent == "" {
-		return false
+	for _, u := range h.under {
+		u = "/" + strings.Trim(filepath.ToSlash(u), "/")
+		if u != "/" && (p == u || strings.HasPrefix(p, u+"/")) {
+			return true
+		}
 	}
-	return p == "/"+parent || strings.HasPrefix(p, "/"+parent+"/")
+	return false
 }
 
 // tasks returns the open tasks file of ctrl's home, or nil.

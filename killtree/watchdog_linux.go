@@ -22,7 +22,8 @@ import (
 // instance's directories, one per cgroup hierarchy. It reads its stdin and
 // does nothing until EOF (the supervisor exited or was killed): then it kills
 // every leaf under those directories — cgroup.kill, or freeze, kill, thaw —
-// then every process still carrying one of the instance's tags (processes
+// except the supervisor's own leaf (see leaveHome), where it may live
+// itself; then every process still carrying one of the instance's tags (processes
 // that left their cgroup or had none), removes the leaves and exits. "quit"
 // ends it without killing anything. It needs no message per command: every
 // containment of the instance is under its directories, and every command's
@@ -48,7 +49,7 @@ walk() {
 for inst in "$@"; do
 	for d in "$inst"/*/; do
 		d=${d%/}
-		[ -d "$d" ] || continue
+		[ -d "$d" ] && [ "${d##*/}" != supervisor ] || continue
 		subs=()
 		walk "$d"
 		if [ -e "$d/cgroup.kill" ]; then
@@ -75,7 +76,7 @@ done
 for inst in "$@"; do
 	for d in "$inst"/*/; do
 		d=${d%/}
-		[ -d "$d" ] || continue
+		[ -d "$d" ] && [ "${d##*/}" != supervisor ] || continue
 		subs=()
 		walk "$d"
 		for s in "${subs[@]}" "$d"; do
@@ -143,14 +144,19 @@ func (w *watchdog) close() error {
 var instanceRE = regexp.MustCompile(`^([0-9]+)-([0-9]+)$`)
 
 // sweepStale kills and removes the containments of instances under parent
-// whose owner is no longer alive (a crashed supervisor; research notes §8.1
-// step 7): cgroup.kill or freeze-kill-thaw on every leaf, then rmdir. It
+// whose owner is no longer alive (a crashed supervisor; docs/killtree.md
+// §8.1 step 7): cgroup.kill or freeze-kill-thaw on every leaf, then rmdir. It
 // returns the PIDs it found in those leaves (a PID may appear once per
-// hierarchy).
+// hierarchy). It looks only where this process places its own instances
+// (place): the instances of corrals that live in the same cgroup. An inner
+// corral's instances, nested in an outer one's leaf, are the outer leaf's
+// (its kill reaches them, its removal removes them), and an inner corral
+// never sees an outer one's. A dead instance's supervisor leaf (leaveHome)
+// is removed once empty, never killed: what it holds is no containment's.
 func sweepStale(mnt *mounts, parent string) []int {
 	var found []int
 	for _, root := range mnt.roots() {
-		base := filepath.Join(root, parent)
+		base := mnt.place(root, parent)
 		ents, err := os.ReadDir(base)
 		if err != nil {
 			continue
@@ -163,6 +169,10 @@ func sweepStale(mnt *mounts, parent string) []int {
 			inst := filepath.Join(base, e.Name())
 			leaves, _ := os.ReadDir(inst)
 			for _, l := range leaves {
+				if l.IsDir() && l.Name() == supervisorLeaf {
+					_ = unix.Rmdir(filepath.Join(inst, l.Name())) // EBUSY: something lives there still; so does the instance directory
+					continue
+				}
 				if l.IsDir() {
 					found = append(found, killStaleLeaf(filepath.Join(inst, l.Name()))...)
 				}

@@ -17,7 +17,7 @@
 //   - The counters ([Counts]) describe the whole stream exactly, with the
 //     same line semantics as package capture: a last line without a newline
 //     counts as a line, and a line of which only a suffix is retained counts
-//     as captured. LastLineBytes is exact even for a line longer than the ring.
+//     as captured. EdgeLineBytes (the last line) is exact even for a line longer than the ring.
 //   - [Tail.Since] lets a follower read the stream by absolute byte offset and
 //     learn how much it missed because the ring moved on.
 //   - The retained bytes are byte-exact: nothing is decoded, so a UTF-8

@@ -32,11 +32,11 @@ func (t *Tail) Counts() Counts {
 		TotalLines:    t.totalNL,
 		CapturedBytes: int64(t.heldLocked() - skip),
 		CapturedLines: kept,
-		LastLineBytes: t.lastDone,
+		EdgeLineBytes: t.lastDone,
 	}
 	if t.open > 0 {
 		c.TotalLines++
-		c.LastLineBytes = t.open
+		c.EdgeLineBytes = t.open
 	}
 	c.OmittedBytes = c.TotalBytes - c.CapturedBytes
 	c.OmittedLines = c.TotalLines - c.CapturedLines

@@ -23,7 +23,9 @@ type Limits struct {
 	MaxLines int // lines handed out at most
 }
 
-// Counts describes the whole stream and what a Tail hands out of it.
+// Counts describes the whole stream and what a Tail hands out of it. Its
+// fields are those of budget.Counts, in the same order, so a caller converts
+// one into the other (budget.Counts(c)); ringtail does not import budget.
 type Counts struct {
 	// TotalBytes and TotalLines describe the whole stream written so far; a
 	// last line without a newline counts as a line.
@@ -34,11 +36,11 @@ type Counts struct {
 	CapturedBytes, CapturedLines int64
 	// OmittedBytes and OmittedLines are Total minus Captured.
 	OmittedBytes, OmittedLines int64
-	// LastLineBytes is the length of the stream's last line, newline
-	// excluded (when the stream ends with a newline, of the line that
-	// newline ended), counted over the whole stream even when the line is
-	// longer than the ring.
-	LastLineBytes int64
+	// EdgeLineBytes is the length of the stream's last line (the edge a
+	// tail keeps), newline excluded (when the stream ends with a newline, of
+	// the line that newline ended), counted over the whole stream even when
+	// the line is longer than the ring.
+	EdgeLineBytes int64
 }
 
 // Tail is an io.Writer that keeps the tail of a stream and counts all of

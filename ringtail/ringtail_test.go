@@ -52,7 +52,7 @@ func reference(data []byte, l Limits) ([]byte, Counts) {
 	c := Counts{
 		TotalBytes: int64(len(data)), TotalLines: count(data),
 		CapturedBytes: int64(len(kept)), CapturedLines: count(kept),
-		LastLineBytes: int64(len(last)),
+		EdgeLineBytes: int64(len(last)),
 	}
 	c.OmittedBytes = c.TotalBytes - c.CapturedBytes
 	c.OmittedLines = c.TotalLines - c.CapturedLines
@@ -77,31 +77,31 @@ func TestTail(t *testing.T) {
 		{"empty write", Limits{}, []string{""}, "", Counts{}},
 		// Under both limits everything is kept; the unterminated last line counts.
 		{"small", Limits{}, []string{"hello\nwor", "ld"}, "hello\nworld",
-			Counts{TotalBytes: 11, TotalLines: 2, CapturedBytes: 11, CapturedLines: 2, LastLineBytes: 5}},
+			Counts{TotalBytes: 11, TotalLines: 2, CapturedBytes: 11, CapturedLines: 2, EdgeLineBytes: 5}},
 		// The ring cuts inside a line; the partial line is captured.
 		{"byte ceiling mid-line", Limits{MaxBytes: 6}, []string{"abc\ndefgh\nij\n"}, "gh\nij\n",
-			Counts{TotalBytes: 13, TotalLines: 3, CapturedBytes: 6, CapturedLines: 2, OmittedBytes: 7, OmittedLines: 1, LastLineBytes: 2}},
+			Counts{TotalBytes: 13, TotalLines: 3, CapturedBytes: 6, CapturedLines: 2, OmittedBytes: 7, OmittedLines: 1, EdgeLineBytes: 2}},
 		// The line bound keeps the last MaxLines lines, the open one included.
 		{"line bound open last line", Limits{MaxLines: 2}, []string{"a\nb\nc\nd"}, "c\nd",
-			Counts{TotalBytes: 7, TotalLines: 4, CapturedBytes: 3, CapturedLines: 2, OmittedBytes: 4, OmittedLines: 2, LastLineBytes: 1}},
+			Counts{TotalBytes: 7, TotalLines: 4, CapturedBytes: 3, CapturedLines: 2, OmittedBytes: 4, OmittedLines: 2, EdgeLineBytes: 1}},
 		// The line bound with a terminated last line.
 		{"line bound", Limits{MaxLines: 2}, []string{"a\n", "bb\n", "c", "cc\n"}, "bb\nccc\n",
-			Counts{TotalBytes: 9, TotalLines: 3, CapturedBytes: 7, CapturedLines: 2, OmittedBytes: 2, OmittedLines: 1, LastLineBytes: 3}},
+			Counts{TotalBytes: 9, TotalLines: 3, CapturedBytes: 7, CapturedLines: 2, OmittedBytes: 2, OmittedLines: 1, EdgeLineBytes: 3}},
 		// A write longer than the ring keeps its last bytes.
 		{"write longer than ring", Limits{MaxBytes: 4}, []string{"0123456789"}, "6789",
-			Counts{TotalBytes: 10, TotalLines: 1, CapturedBytes: 4, CapturedLines: 1, OmittedBytes: 6, LastLineBytes: 10}},
+			Counts{TotalBytes: 10, TotalLines: 1, CapturedBytes: 4, CapturedLines: 1, OmittedBytes: 6, EdgeLineBytes: 10}},
 		// The last line is counted in full though longer than the ring.
 		{"last line longer than ring", Limits{MaxBytes: 3}, []string{"x\nabc", "defg", "h\n"}, "gh\n",
-			Counts{TotalBytes: 11, TotalLines: 2, CapturedBytes: 3, CapturedLines: 1, OmittedBytes: 8, OmittedLines: 1, LastLineBytes: 8}},
+			Counts{TotalBytes: 11, TotalLines: 2, CapturedBytes: 3, CapturedLines: 1, OmittedBytes: 8, OmittedLines: 1, EdgeLineBytes: 8}},
 		// The last terminated line's length when it started in an earlier write.
 		{"last line across writes", Limits{}, []string{"ab", "cd\n"}, "abcd\n",
-			Counts{TotalBytes: 5, TotalLines: 1, CapturedBytes: 5, CapturedLines: 1, LastLineBytes: 4}},
+			Counts{TotalBytes: 5, TotalLines: 1, CapturedBytes: 5, CapturedLines: 1, EdgeLineBytes: 4}},
 		// Only newlines: each is an empty line.
 		{"only newlines", Limits{MaxLines: 2}, []string{"\n\n\n"}, "\n\n",
 			Counts{TotalBytes: 3, TotalLines: 3, CapturedBytes: 2, CapturedLines: 2, OmittedBytes: 1, OmittedLines: 1}},
 		// Negative limits take the defaults.
 		{"negative limits", Limits{MaxBytes: -1, MaxLines: -5}, []string{"x\n"}, "x\n",
-			Counts{TotalBytes: 2, TotalLines: 1, CapturedBytes: 2, CapturedLines: 1, LastLineBytes: 1}},
+			Counts{TotalBytes: 2, TotalLines: 1, CapturedBytes: 2, CapturedLines: 1, EdgeLineBytes: 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -146,7 +146,7 @@ func TestTailExactLineBound(t *testing.T) {
 			t.Errorf("whole=%v: Bytes() holds %d lines, want 200000", whole, bytes.Count(got, []byte{'\n'}))
 		}
 		wantC := Counts{TotalBytes: 600_000, TotalLines: 300_000, CapturedBytes: 400_000, CapturedLines: 200_000,
-			OmittedBytes: 200_000, OmittedLines: 100_000, LastLineBytes: 1}
+			OmittedBytes: 200_000, OmittedLines: 100_000, EdgeLineBytes: 1}
 		if diff := cmp.Diff(wantC, tl.Counts()); diff != "" {
 			t.Errorf("whole=%v: Counts() mismatch (-want +got):\n%s", whole, diff)
 		}
@@ -230,7 +230,7 @@ func TestTailLargeStream(t *testing.T) {
 	want := Counts{
 		TotalBytes: total, TotalLines: chunks * nl,
 		CapturedBytes: DefaultMaxBytes, CapturedLines: int64(DefaultMaxBytes/len(chunk)) * nl,
-		LastLineBytes: int64(len(chunk) - 1 - bytes.LastIndexByte(chunk, '\n')),
+		EdgeLineBytes: int64(len(chunk) - 1 - bytes.LastIndexByte(chunk, '\n')),
 	}
 	if chunk[len(chunk)-1] != '\n' {
 		want.TotalLines++ // the stream ends inside a line
@@ -441,3 +441,26 @@ func BenchmarkWrite64K(b *testing.B) {
 
 // sink keeps benchmark buffers alive so the compiler cannot drop the copies.
 var sink []byte
+
+func TestCopySince(t *testing.T) {
+	tail := New(Limits{MaxBytes: 8, MaxLines: 100})
+	tail.Write([]byte("0123456789ab")) // the ring holds 456789ab
+	buf := make([]byte, 3)
+	for _, tc := range []struct {
+		off       int64
+		want      string
+		wantStart int64
+	}{
+		{0, "456", 4},  // the ring moved past 0: four bytes skipped
+		{5, "567", 5},  // inside the ring, cut to the buffer
+		{10, "ab", 10}, // the end of the stream
+		{12, "", 12},   // at the end
+		{99, "", 12},   // past the end
+		{-3, "456", 4}, // negative is 0
+	} {
+		n, start := tail.CopySince(buf, tc.off)
+		if got := string(buf[:n]); got != tc.want || start != tc.wantStart {
+			t.Errorf("CopySince(%d) = %q at %d, want %q at %d", tc.off, got, start, tc.want, tc.wantStart)
+		}
+	}
+}

@@ -34,7 +34,7 @@
 // tail kept under a marker when it is too long (budget.BatchView). With a
 // journal, the batch and each of its Results are journaled.
 //
-// The Result marshals to the JSON contract of corral's DESIGN.md: the model
+// The Result marshals to the JSON contract of the README's Result: the model
 // views of both streams (budget), their counters, the spill paths of the
 // fuller copies (spill), and what the kill did (killtree).
 package supervisor

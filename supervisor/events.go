@@ -2,10 +2,11 @@ package supervisor
 
 import (
 	"sync"
-	"unicode/utf8"
+
+	"github.com/corral-sh/corral/internal/utf8cut"
 )
 
-// Event kinds, as in DESIGN.md's live events.
+// Event kinds, as in the README's live events.
 const (
 	EventStart  = "start"
 	EventOutput = "output"
@@ -19,6 +20,24 @@ const (
 	Stderr = "stderr"
 )
 
+// streamIndex says which output stream of the command a chunk, a pipe or a
+// cursor belongs to; it indexes the per-stream arrays ([2]…) of outputs,
+// live and job.
+type streamIndex int
+
+const (
+	stdoutStream streamIndex = iota
+	stderrStream
+)
+
+// String returns the stream's name, Stdout or Stderr.
+func (i streamIndex) String() string {
+	if i == stderrStream {
+		return Stderr
+	}
+	return Stdout
+}
+
 // DefaultLiveCap is how many bytes of each stream live events carry before
 // one capped event ends that stream's live output.
 const DefaultLiveCap = 512 << 10
@@ -27,7 +46,7 @@ const DefaultLiveCap = 512 << 10
 // coalesced events of up to this size rather than one huge one.
 const maxEventData = 64 << 10
 
-// Event is one live event. It marshals to one NDJSON line of DESIGN.md:
+// Event is one live event. It marshals to one NDJSON line (README, Live events):
 // start carries Pid; output carries Stream, Seq and Data; capped carries
 // Stream and Seq; result carries Result. Seq counts each stream separately
 // from 1 without gaps; capped takes the next seq of its stream.
@@ -73,8 +92,8 @@ func newLive(cb func(Event), limit int64) *live {
 		return nil
 	}
 	l := &live{cb: cb, cap: limit, wake: make(chan struct{}, 1), done: make(chan struct{})}
-	l.streams[0].name = Stdout
-	l.streams[1].name = Stderr
+	l.streams[stdoutStream].name = Stdout
+	l.streams[stderrStream].name = Stderr
 	return l
 }
 
@@ -98,7 +117,7 @@ func (l *live) started(pid int) {
 
 // push accepts a copy of p for stream i, as far as the cap allows. It never
 // blocks on the callback.
-func (l *live) push(i int, p []byte) {
+func (l *live) push(i streamIndex, p []byte) {
 	if l == nil || len(p) == 0 {
 		return
 	}
@@ -114,7 +133,7 @@ func (l *live) push(i int, p []byte) {
 		s.queued += int64(len(p))
 		if s.capped {
 			// The live output ends here: never inside a character.
-			s.pending = s.pending[:completeUTF8(s.pending)]
+			s.pending = s.pending[:utf8cut.Complete(s.pending)]
 		}
 	}
 	l.mu.Unlock()
@@ -122,7 +141,7 @@ func (l *live) push(i int, p []byte) {
 }
 
 // eof records that stream i was drained to its end.
-func (l *live) eof(i int) {
+func (l *live) eof(i streamIndex) {
 	if l == nil {
 		return
 	}
@@ -195,21 +214,5 @@ func deliverable(p []byte, final bool) int {
 	if n == 0 || final && n == len(p) {
 		return n
 	}
-	// Back up over an incomplete trailing sequence (at most 3 bytes).
-	for back := 1; back <= 3 && back <= n; back++ {
-		b := p[n-back]
-		if b < utf8.RuneSelf {
-			break
-		}
-		if utf8.RuneStart(b) {
-			if !utf8.FullRune(p[n-back : n]) {
-				if n-back == 0 && final {
-					return n
-				}
-				return n - back
-			}
-			break
-		}
-	}
-	return n
+	return utf8cut.Complete(p[:n])
 }

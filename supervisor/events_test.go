@@ -26,13 +26,24 @@ func TestLiveCapUTF8(t *testing.T) {
 		go l.run()
 		stream := strings.Repeat(euro, 5)
 		for i := 0; i < len(stream); i += 2 { // chunks split characters
-			l.push(0, []byte(stream[i:min(i+2, len(stream))]))
+			l.push(stdoutStream, []byte(stream[i:min(i+2, len(stream))]))
 		}
-		l.eof(0)
-		l.eof(1)
+		l.eof(stdoutStream)
+		l.eof(stderrStream)
 		<-l.done
 		if !strings.HasPrefix(stream, got.String()) || int64(got.Len()) > limit || capped != 1 {
 			t.Errorf("cap %d: got %q, %d capped events", limit, got.String(), capped)
 		}
+	}
+}
+
+// TestStreamIndexString: the index names its stream as the wire does.
+func TestStreamIndexString(t *testing.T) {
+	t.Parallel()
+	if got := stdoutStream.String(); got != Stdout {
+		t.Errorf("stdoutStream = %q", got)
+	}
+	if got := stderrStream.String(); got != Stderr {
+		t.Errorf("stderrStream = %q", got)
 	}
 }

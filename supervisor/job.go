@@ -9,8 +9,6 @@ import (
 	"sort"
 	"sync"
 	"time"
-
-	"github.com/corral-sh/corral/killtree"
 )
 
 // Background job limits.
@@ -108,6 +106,11 @@ type JobInfo struct {
 	StartedAt   time.Time `json:"startedAt"`
 	StdoutBytes int64     `json:"stdoutBytes"`
 	StderrBytes int64     `json:"stderrBytes"`
+	// Usage is what the job's tree used so far: live from the
+	// containment's accounting while it runs (on pgroup, where there is
+	// none, the CPU time and peak of the processes the tree already
+	// reaped), the final Result's once it exited.
+	Usage *Usage `json:"usage,omitempty"`
 }
 
 // JobOutput is one cursor read of a job's stream. After is the cursor the
@@ -208,7 +211,8 @@ func (t *jobTable) init(cfg Config) error {
 
 // StartJob validates r like Run does, starts it in the background and
 // returns at once. The job is killed when its lifetime passes, by KillJob,
-// or by Close. Errors: ErrInvalidRequest, ErrTooManyJobs, or a start failure.
+// or by Close. Errors: ErrInvalidRequest, ErrTooManyJobs, ErrClosed after
+// Close, or a start failure.
 func (s *Supervisor) StartJob(r JobRequest) (JobStarted, error) {
 	lifetime := r.Lifetime
 	if lifetime == 0 {
@@ -223,12 +227,10 @@ func (s *Supervisor) StartJob(r JobRequest) (JobStarted, error) {
 	if err != nil {
 		return JobStarted{}, err
 	}
-	switch {
-	case lifetime == 0:
+	if lifetime == 0 {
 		lifetime = DefaultJobLifetime
-	case lifetime < MinTimeout || lifetime > s.jobs.maxLifetime:
-		return JobStarted{}, invalid("lifetime must be between %g and %g seconds, got %g",
-			MinTimeout.Seconds(), s.jobs.maxLifetime.Seconds(), lifetime.Seconds())
+	} else if _, err := checkTimeout("lifetime", lifetime.Seconds(), s.jobs.maxLifetime); err != nil {
+		return JobStarted{}, err
 	}
 	if r.Interactive && r.Stdin != nil {
 		return JobStarted{}, invalid("an interactive job takes its stdin through job input, not stdin")
@@ -253,7 +255,7 @@ func (s *Supervisor) launchJob(v validated, listed bool) (*job, error) {
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
-		return nil, fmt.Errorf("supervisor: start: %w", killtree.ErrClosed)
+		return nil, errClosed
 	}
 	if t.running >= t.max {
 		t.mu.Unlock()
@@ -386,11 +388,18 @@ func (j *job) exited() (*Result, bool) {
 
 func (j *job) info() JobInfo {
 	state := JobRunning
-	if _, ok := j.exited(); ok {
+	res, ok := j.exited()
+	usage := func() *Usage {
+		if ok {
+			return res.Usage
+		}
+		return usageOf(j.p.tree.LiveUsage())
+	}()
+	if ok {
 		state = JobExited
 	}
 	return JobInfo{ID: j.id, Command: j.command, State: state, Pid: j.p.tree.Pid(), StartedAt: j.started,
-		StdoutBytes: j.p.out.tail.Counts().TotalBytes, StderrBytes: j.p.err.tail.Counts().TotalBytes}
+		StdoutBytes: j.p.out.tail.Counts().TotalBytes, StderrBytes: j.p.err.tail.Counts().TotalBytes, Usage: usage}
 }
 
 // Jobs lists every job, running or retained, oldest first.

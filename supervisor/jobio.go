@@ -1,19 +1,15 @@
 package supervisor
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"math"
 	"os"
-	"strings"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
 	"github.com/corral-sh/corral/budget"
-	"github.com/corral-sh/corral/internal/lines"
 )
 
 // stdinWriteTimeout bounds one JobInput write into a full pipe that the
@@ -76,7 +72,7 @@ func (s *Supervisor) readJob(ctx context.Context, j *job, r *retained, stream st
 		woken := j.waiter() // before reading, so no write is missed
 		res, ended := j.exited()
 		data, start := r.tail.Since(after)
-		text, used := window(data, limits, ended)
+		text, used := budget.Window(data, limits, ended)
 		if used > 0 || ended || timer == nil {
 			out := JobOutput{ID: id, Stream: stream, Data: text, After: after, Next: start + int64(used),
 				SkippedBytes: start - after, State: JobRunning}
@@ -96,53 +92,6 @@ func (s *Supervisor) readJob(ctx context.Context, j *job, r *retained, stream st
 			return JobOutput{}, ctx.Err()
 		}
 	}
-}
-
-// window cuts data to one budget: at most MaxLines lines and MaxBytes bytes,
-// after the last complete line that fits, or at a character boundary when
-// not even one line fits. Unless final, an incomplete UTF-8 sequence at the
-// end stays for the next read. It returns the text (invalid bytes replaced
-// with U+FFFD) and how many bytes of data it consumed.
-func window(data []byte, l budget.Limits, final bool) (string, int) {
-	maxBytes, maxLines := l.MaxBytes, l.MaxLines
-	if maxBytes <= 0 {
-		maxBytes = budget.DefaultMaxBytes
-	}
-	if maxLines <= 0 {
-		maxLines = budget.DefaultMaxLines
-	}
-	n := min(len(data), maxBytes)
-	cut := data[:n]
-	cut = cut[:lines.AfterNewline(cut, int64(maxLines))] // the line bound
-	if len(cut) < len(data) {
-		// Cut short: prefer the end of the last complete line.
-		if k := bytes.LastIndexByte(cut, '\n'); k >= 0 {
-			cut = cut[:k+1]
-		}
-		final = false
-	}
-	if !final {
-		cut = cut[:completeUTF8(cut)]
-	}
-	return strings.ToValidUTF8(string(cut), "\uFFFD"), len(cut)
-}
-
-// completeUTF8 returns the length of p without a trailing incomplete UTF-8
-// sequence.
-func completeUTF8(p []byte) int {
-	for back := 1; back <= utf8.UTFMax-1 && back <= len(p); back++ {
-		b := p[len(p)-back]
-		if b < utf8.RuneSelf {
-			return len(p)
-		}
-		if utf8.RuneStart(b) {
-			if utf8.FullRune(p[len(p)-back:]) {
-				return len(p)
-			}
-			return len(p) - back
-		}
-	}
-	return len(p)
 }
 
 // JobInput writes data to an interactive job's stdin, then closes stdin
@@ -255,12 +204,12 @@ func (s *Supervisor) JobExchange(ctx context.Context, id, stream string, data []
 
 // stream returns the capture of the job's stream by name and its index in
 // the cursorless cursors.
-func (j *job) stream(name string) (*retained, int, error) {
+func (j *job) stream(name string) (*retained, streamIndex, error) {
 	switch name {
 	case Stdout:
-		return j.p.out, 0, nil
+		return j.p.out, stdoutStream, nil
 	case Stderr:
-		return j.p.err, 1, nil
+		return j.p.err, stderrStream, nil
 	}
 	return nil, 0, invalid("stream must be stdout or stderr, got %q", name)
 }

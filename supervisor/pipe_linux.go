@@ -61,8 +61,8 @@ func (o *outputs) open() (wOut, wErr *os.File, err error) {
 func (o *outputs) watch(p *proc) { p.tree.WatchPipes(o.fd[0], o.fd[1]) }
 
 // file hands stream i's descriptor to the runtime's poller as an *os.File.
-func (o *outputs) file(i int) *os.File {
-	o.f[i] = os.NewFile(uintptr(o.fd[i]), [2]string{"stdout", "stderr"}[i])
+func (o *outputs) file(i streamIndex) *os.File {
+	o.f[i] = os.NewFile(uintptr(o.fd[i]), i.String())
 	o.fd[i] = -1
 	return o.f[i]
 }

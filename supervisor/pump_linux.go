@@ -13,15 +13,15 @@ import (
 // context can be cancelled, an eventfd. A short command's exit then wakes
 // that one thread, which goes straight on to the way down. A drain goroutine
 // per pipe and an exit watcher in the runtime's poller meant three wake-ups
-// handed from thread to thread for the same exit: 4 to 5 % of the run of a
-// `true` (BenchmarkOverheadRatio), more than everything else the supervisor
-// adds.
+// handed from thread to thread for the same exit, which cost more of a
+// `true` than everything else the supervisor adds (BenchmarkOverheadRatio;
+// the figures are in the README's Performance section).
 //
 // A blocking system call has its own price in the Go runtime, though: every
 // ppoll that sleeps lets sysmon take the goroutine's P away, and getting one
 // back costs futex wake-ups. Paid once per command, that is nothing; paid
-// once per 64 KiB of a flood, it cost a quarter of the throughput
-// (BenchmarkDrain: 0.75× against 1.0× for goroutines in the poller). So a
+// once per 64 KiB of a flood, it cost a large share of the throughput
+// against goroutines in the poller (BenchmarkDrain; README, Performance). So a
 // command that proves busy (busyWakeups polls, or busyBytes drained) leaves
 // the loop: its streams go to drain goroutines in the runtime's poller,
 // whose idle threads spin before they sleep, and its end is watched there
@@ -119,7 +119,7 @@ func (p *proc) handOff() {
 	for i := range p.outs.fd {
 		if !p.outs.eof[i] {
 			p.pending++
-			go p.drain(i, p.outs.file(i))
+			go p.drain(streamIndex(i), p.outs.file(streamIndex(i)))
 		}
 	}
 }
@@ -132,12 +132,12 @@ func (p *proc) pump(exitFD int, wake *waker, deadline time.Time) pollEnd {
 	bp := readBufs.Get().(*[]byte)
 	defer readBufs.Put(bp)
 	var set [4]unix.PollFd
-	var stream [2]int // stream index of set[k], for the pipes
+	var which [2]streamIndex // the stream of set[k], for the pipes
 	for {
 		if o.wakeups >= busyWakeups || o.bytes >= busyBytes {
 			return pollBusy
 		}
-		fds := o.pollOpen(set[:0], &stream)
+		fds := o.pollOpen(set[:0], &which)
 		pipes := len(fds)
 		fds = append(fds, unix.PollFd{Fd: int32(exitFD), Events: unix.POLLIN})
 		if wake != nil {
@@ -162,7 +162,7 @@ func (p *proc) pump(exitFD int, wake *waker, deadline time.Time) pollEnd {
 		o.wakeups++
 		for k := range pipes {
 			if fds[k].Revents != 0 {
-				p.readReady(stream[k], *bp)
+				p.readReady(which[k], *bp)
 			}
 		}
 		end := pollEnd(-1)
@@ -185,11 +185,11 @@ func (p *proc) pump(exitFD int, wake *waker, deadline time.Time) pollEnd {
 }
 
 // pollOpen appends a POLLIN entry for every stream not at EOF to fds and
-// records in stream which stream each entry is.
-func (o *outputs) pollOpen(fds []unix.PollFd, stream *[2]int) []unix.PollFd {
+// records in which the stream of each entry.
+func (o *outputs) pollOpen(fds []unix.PollFd, which *[2]streamIndex) []unix.PollFd {
 	for i := range o.fd {
 		if !o.eof[i] {
-			stream[len(fds)] = i
+			which[len(fds)] = streamIndex(i)
 			fds = append(fds, unix.PollFd{Fd: int32(o.fd[i]), Events: unix.POLLIN})
 		}
 	}
@@ -204,8 +204,8 @@ func (p *proc) flush() {
 	defer readBufs.Put(bp)
 	for range 4 {
 		var set [2]unix.PollFd
-		var stream [2]int
-		fds := o.pollOpen(set[:0], &stream)
+		var which [2]streamIndex
+		fds := o.pollOpen(set[:0], &which)
 		if len(fds) == 0 {
 			return
 		}
@@ -215,7 +215,7 @@ func (p *proc) flush() {
 		}
 		for k := range fds {
 			if fds[k].Revents != 0 {
-				p.readReady(stream[k], *bp)
+				p.readReady(which[k], *bp)
 			}
 		}
 	}
@@ -223,7 +223,7 @@ func (p *proc) flush() {
 
 // readReady reads stream i, which poll reported ready, until it would block,
 // reaches EOF, fails, or maxReadsPerWake reads were full.
-func (p *proc) readReady(i int, buf []byte) {
+func (p *proc) readReady(i streamIndex, buf []byte) {
 	o := &p.outs
 	for range maxReadsPerWake {
 		n, err := unix.Read(o.fd[i], buf)
@@ -242,7 +242,7 @@ func (p *proc) readReady(i int, buf []byte) {
 			return
 		case errors.Is(err, unix.EINTR):
 		default:
-			p.log.Warn().Err(err).Int("stream", i).Msg("drain")
+			p.log.Warn().Err(err).Stringer("stream", i).Msg("drain")
 			o.eof[i] = true
 			p.live.eof(i)
 			return

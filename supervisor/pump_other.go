@@ -47,7 +47,7 @@ func (p *proc) wait(ctx context.Context) ending {
 	deadline := time.Now().Add(p.v.timeout)
 	for i, f := range p.outs.f {
 		p.pending++
-		go p.drain(i, f)
+		go p.drain(streamIndex(i), f)
 	}
 	return p.selectEnd(ctx, deadline)
 }

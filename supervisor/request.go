@@ -91,6 +91,9 @@ type Request struct {
 	// Result comes from the job API and covers all its output. It must not
 	// exceed the timeout, and needs a free job slot (ErrTooManyJobs).
 	Yield time.Duration
+	// Limits caps the command's memory, CPU and tasks; zero fields take
+	// the supervisor's defaults, which are also the most a request may ask.
+	Limits Limits
 	// StdoutPolicy and StderrPolicy choose which end of a stream the model
 	// sees; "" means head for stdout and tail for stderr.
 	StdoutPolicy, StderrPolicy budget.Policy
@@ -110,9 +113,16 @@ func ParseTimeout(seconds float64, max time.Duration) (time.Duration, error) {
 	if max <= 0 {
 		max = MaxTimeout
 	}
-	if math.IsNaN(seconds) || math.IsInf(seconds, 0) || seconds < MinTimeout.Seconds() || seconds > max.Seconds() {
-		return 0, invalid("timeout must be between %g and %g seconds, got %v",
-			MinTimeout.Seconds(), max.Seconds(), seconds)
+	return checkTimeout("timeout", seconds, max)
+}
+
+// checkTimeout is the one check of a timeout's range (and a job's
+// lifetime's): seconds must lie in [MinTimeout, max]; NaN and the
+// infinities never do. what names the value in the error.
+func checkTimeout(what string, seconds float64, max time.Duration) (time.Duration, error) {
+	if math.IsNaN(seconds) || seconds < MinTimeout.Seconds() || seconds > max.Seconds() {
+		return 0, invalid("%s must be between %g and %g seconds, got %v",
+			what, MinTimeout.Seconds(), max.Seconds(), seconds)
 	}
 	return time.Duration(seconds * float64(time.Second)), nil
 }
@@ -147,13 +157,11 @@ func (s *Supervisor) validate(r Request) (validated, error) {
 	if strings.IndexByte(r.Command, 0) >= 0 {
 		return bad("command contains a NUL byte")
 	}
-	switch {
-	case r.Timeout == 0:
-		v.timeout = DefaultTimeout
-	case r.Timeout < MinTimeout || r.Timeout > s.maxTimeout:
-		return bad("timeout must be between %g and %g seconds, got %g",
-			MinTimeout.Seconds(), s.maxTimeout.Seconds(), r.Timeout.Seconds())
-	default:
+	v.timeout = DefaultTimeout
+	if r.Timeout != 0 {
+		if _, err := checkTimeout("timeout", r.Timeout.Seconds(), s.maxTimeout); err != nil {
+			return validated{}, err
+		}
 		v.timeout = r.Timeout
 	}
 	if r.Yield < 0 || r.Yield > v.timeout {
@@ -184,6 +192,9 @@ func (s *Supervisor) validate(r Request) (validated, error) {
 		if err := checkEnvName(k); err != nil {
 			return bad("unset: %v", err)
 		}
+	}
+	if err := s.checkLimits(r.Limits); err != nil {
+		return bad("%s", err)
 	}
 	if v.Session == "" {
 		v.Session = "default"

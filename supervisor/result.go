@@ -10,7 +10,7 @@ import (
 )
 
 // Result is what one command produced, shaped for the model. It marshals to
-// DESIGN.md's Result JSON; field names are a public contract.
+// the README's Result JSON; field names are a public contract.
 type Result struct {
 	// ID names the Result's journal entry ("r-…"; GET
 	// /v1/sessions/{session}/results/{id}); "" when no journal is
@@ -35,6 +35,17 @@ type Result struct {
 	// printed so far, and ExitCode is nil with Signal empty.
 	Running bool   `json:"running,omitempty"`
 	JobID   string `json:"jobId,omitempty"`
+	// Limit names the limit the command ran into: "memory" (an OOM kill in
+	// its containment) or "pids" (a fork refused at its pids limit); ""
+	// when none. The stderr note then says it in words.
+	Limit string `json:"limit,omitempty"`
+	// Usage is what the whole tree used (see Usage for the sources); nil
+	// only in a Running result.
+	Usage *Usage `json:"usage,omitempty"`
+	// LimitsNotEnforced lists the limits that applied to the command but
+	// that its tier does not enforce here ("memory", "cpus", "pids"); the
+	// command ran without them.
+	LimitsNotEnforced []string `json:"limitsNotEnforced,omitempty"`
 	// Interrupted is set on a journaled Result that corral completed at
 	// its next start because it stopped (was killed, lost power) while the
 	// command ran; Aborted is then set too and the stderr note says so.
@@ -60,6 +71,12 @@ type KillInfo struct {
 	// not thaw them); the stderr note then names them and does not say the
 	// tree was killed.
 	Survivors int `json:"survivors,omitempty"`
+	// PipesForced is set when stdout or stderr never reached EOF after the
+	// kill and the pipe-holder scan: a writer corral could neither find nor
+	// kill still held a write end, so corral stopped reading (as os/exec's
+	// WaitDelay does). Output written after that point is missing from the
+	// Result, and the counts cover only what was read.
+	PipesForced bool `json:"pipesForced,omitempty"`
 }
 
 // ending says why the command stopped.

@@ -25,11 +25,19 @@ import (
 // graceful ending; any other cancellation keeps the grace.
 var ErrClientGone = errors.New("supervisor: the client is gone")
 
+// ErrClosed is returned, wrapped, by Run, StartJob and every other call that
+// would start a command once Close has begun. The error also matches
+// killtree.ErrClosed, which it was before ErrClosed existed.
+var ErrClosed = errors.New("supervisor: closed")
+
+// errClosed is the error a start after Close returns.
+var errClosed = fmt.Errorf("%w (%w)", ErrClosed, killtree.ErrClosed)
+
 // Run runs r to completion and returns its Result. A Request that fails
 // validation returns an error wrapping ErrInvalidRequest before anything
 // starts, and so does a command and environment the kernel refuses to exec
-// for their size (E2BIG); a failure to start the shell returns an error
-// too. Once the
+// for their size (E2BIG); after Close it returns an error wrapping
+// ErrClosed, and a failure to start the shell returns an error too. Once the
 // command ran, Run returns a Result and a nil error whatever the command's
 // exit code. Cancelling ctx aborts the command: its tree is killed (SIGTERM
 // and the grace first, unless the cause is ErrClientGone) and the Result
@@ -82,7 +90,7 @@ func (s *Supervisor) newID() string {
 func (s *Supervisor) start(v validated) (_ *proc, retErr error) {
 	p := &proc{s: s, v: v, id: s.newID(), begin: time.Now(), drained: make(chan error, 2),
 		stdinEnd: make(chan struct{})}
-	p.log = s.log.With().Str("id", p.id).Logger()
+	p.log = s.log.With().Str("id", p.id).Str("session", v.Session).Str("label", v.Label).Logger()
 	wOut, wErr, err := p.outs.open()
 	if err != nil {
 		return nil, fmt.Errorf("supervisor: output pipes: %w", err)
@@ -100,7 +108,7 @@ func (s *Supervisor) start(v validated) (_ *proc, retErr error) {
 	defer s.devMu.RUnlock()
 	stdinR := s.devNull
 	if stdinR == nil {
-		return nil, fmt.Errorf("supervisor: start %s: %w", s.shell, killtree.ErrClosed)
+		return nil, errClosed
 	}
 	if v.Stdin != nil || v.interactive {
 		if stdinR, p.stdinW, err = os.Pipe(); err != nil {
@@ -125,9 +133,7 @@ func (s *Supervisor) start(v validated) (_ *proc, retErr error) {
 		}
 		defer func() {
 			if retErr != nil {
-				p.state.closeFiles()
-				p.state.pipe.Close()
-				s.endState(p.state, nil)
+				s.abandonState(p.state)
 			}
 		}()
 		cmd.Dir, base = p.state.dir, p.state.env
@@ -144,11 +150,16 @@ func (s *Supervisor) start(v validated) (_ *proc, retErr error) {
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, wOut, wErr
 	p.journalStart()
-	tree, err := s.trees.Start(cmd)
+	tree, err := s.trees.StartLimited(cmd, killtree.Limits{
+		MemoryBytes: v.Limits.MemoryBytes, CPUs: v.Limits.CPUs, Pids: v.Limits.Pids})
 	if errors.Is(err, syscall.E2BIG) {
 		err = argSizeError(cmd, err)
 		p.journalAbandon(err)
 		return nil, err
+	}
+	if errors.Is(err, killtree.ErrClosed) {
+		p.journalAbandon(errClosed)
+		return nil, errClosed
 	}
 	if err != nil {
 		err = fmt.Errorf("supervisor: start %s: %w", s.shell, err)
@@ -157,7 +168,7 @@ func (s *Supervisor) start(v validated) (_ *proc, retErr error) {
 	}
 	s.busy(p.v.Session, 1)
 	if p.state != nil {
-		p.state.started()
+		p.state.ch.started()
 	}
 	// The child has its copies; ours would keep the pipes from reaching EOF.
 	wOut.Close()
@@ -246,7 +257,13 @@ func (p *proc) supervise(ctx context.Context) ending {
 // result event is the last event the callback receives.
 func (p *proc) finish(end ending) Result {
 	werr := p.reap()
-	defer p.s.running.Add(-1)
+	defer func() {
+		if p.s.running.Add(-1) == 0 && p.s.cfg.ReturnIdleMemory {
+			p.s.wentIdle()
+		}
+	}()
+	// Read before Close removes the containment that keeps them.
+	usage, reached := p.tree.Usage(), p.tree.Reached()
 	alive := p.tree.Survivors()
 	if len(alive) == 0 {
 		if err := p.tree.Close(); err != nil {
@@ -273,6 +290,11 @@ func (p *proc) finish(end ending) Result {
 		Aborted:    end == endAborted,
 		DurationMs: time.Since(p.begin).Milliseconds(),
 		Kill:       p.kill,
+		Limit:      string(reached),
+		Usage:      usageOf(usage),
+	}
+	for _, l := range p.tree.NotEnforced() {
+		res.LimitsNotEnforced = append(res.LimitsNotEnforced, string(l))
 	}
 	code, sig := exitStatus(p.cmd.ProcessState)
 	if c, s, ok := shellExit(p.tree); ok { // the leader was the shell's reaper
@@ -294,9 +316,10 @@ func (p *proc) finish(end ending) Result {
 	default:
 		res.ExitCode = &code
 	}
-	res.Stdout, res.StdoutInfo = p.shape(p.out, "stdout")
-	res.Stderr, res.StderrInfo = p.shape(p.err, "stderr")
+	res.Stdout, res.StdoutInfo = p.shape(p.out, Stdout)
+	res.Stderr, res.StderrInfo = p.shape(p.err, Stderr)
 	res.Stderr = withNote(withNote(res.Stderr, stateNote), p.s.note(end, p.v, p.kill, alive))
+	res.Stderr = withNote(res.Stderr, limitNote(reached, p.tree.Limits(), p.tree.OOMKiller()))
 	res.Truncated = res.StdoutInfo.Truncated || res.StderrInfo.Truncated
 	p.journalFinish(&res)
 	p.s.busy(p.v.Session, -1)
@@ -349,6 +372,10 @@ func (p *proc) shape(r *retained, name string) (string, budget.Info) {
 	return budget.Shape(data, counts, opts)
 }
 
+// logResult is the one info line of a finished command (its logger carries
+// id, session and label): how it ended, how long it took, the bytes of each
+// stream, the tier and the kill counts. Never the command, its environment
+// or its output, which may hold secrets.
 func (p *proc) logResult(res Result) {
 	ev := p.log.Info().
 		Int64("durationMs", res.DurationMs).
@@ -361,6 +388,12 @@ func (p *proc) logResult(res Result) {
 		Int("lingering", res.Kill.Lingering).
 		Int("escapees", res.Kill.Escapees).
 		Int("survivors", res.Kill.Survivors)
+	if p.v.job {
+		ev = ev.Bool("job", true)
+	}
+	if res.Kill.PipesForced {
+		ev = ev.Bool("pipesForced", true)
+	}
 	if res.ExitCode != nil {
 		ev = ev.Int("exit", *res.ExitCode)
 	} else {

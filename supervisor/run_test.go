@@ -181,6 +181,13 @@ func TestParseTimeout(t *testing.T) {
 	if _, err := ParseTimeout(21600, CeilingTimeout); err != nil {
 		t.Errorf("ceiling: %v", err)
 	}
+	// The wire's seconds and the library's Duration meet one check, with
+	// one message.
+	_, wire := ParseTimeout(301, 0)
+	_, lib := newSup(t, Config{}).Run(context.Background(), Request{Command: "true", Timeout: 301 * time.Second})
+	if wire == nil || lib == nil || wire.Error() != lib.Error() {
+		t.Errorf("ParseTimeout says %v, Run says %v", wire, lib)
+	}
 }
 
 // TestRunTimeout is the case: partial output kept, exitCode null,
@@ -522,8 +529,8 @@ func TestEnvironRules(t *testing.T) {
 }
 
 // TestCloseRacesRuns closes a Supervisor while commands start and run: each
-// Run returns at once, with a Result or an error (killtree.ErrClosed for
-// those that start too late), Close is idempotent, and nothing is left
+// Run returns at once, with a Result or an error (ErrClosed for those that
+// start too late), Close is idempotent, and nothing is left
 // running. A Run whose tree Close killed used to wait for its timeout: the
 // exit watcher ended without closing Exited.
 func TestCloseRacesRuns(t *testing.T) {
@@ -544,15 +551,18 @@ func TestCloseRacesRuns(t *testing.T) {
 	for range cap(errs) {
 		select {
 		case err := <-errs:
-			if err != nil && !errors.Is(err, killtree.ErrClosed) {
+			if err != nil && !errors.Is(err, ErrClosed) {
 				t.Logf("run: %v", err) // a run cut by Close may fail otherwise; it must not hang
 			}
 		case <-deadline:
 			t.Fatal("a Run still waits after Close")
 		}
 	}
-	if _, err := s.Run(context.Background(), req); !errors.Is(err, killtree.ErrClosed) {
-		t.Errorf("Run after Close: %v, want killtree.ErrClosed", err)
+	if _, err := s.Run(context.Background(), req); !errors.Is(err, ErrClosed) || !errors.Is(err, killtree.ErrClosed) {
+		t.Errorf("Run after Close: %v, want ErrClosed (and killtree.ErrClosed)", err)
+	}
+	if _, err := s.StartJob(JobRequest{Request: req}); !errors.Is(err, ErrClosed) || !errors.Is(err, killtree.ErrClosed) {
+		t.Errorf("StartJob after Close: %v, want ErrClosed (and killtree.ErrClosed)", err)
 	}
 	if err := s.Close(); err != nil {
 		t.Errorf("second Close: %v", err)

@@ -52,6 +52,10 @@ type sessionTable struct {
 	mu  sync.Mutex
 	max int
 	m   map[string]*session // guarded by mu
+
+	scriptOnce sync.Once
+	script     *os.File // the shared start-up script (Linux: statechan_linux.go)
+	scriptErr  error
 }
 
 func (t *sessionTable) init(max int) {
@@ -65,15 +69,8 @@ type stateStart struct {
 	dir   string   // the working directory; "" is the supervisor's
 	env   []string // the base environment; nil is the supervisor's
 	note  string   // said on the Result's stderr (a vanished cwd)
-	pipe  *os.File // the read end of the state pipe (descriptor 3 in the child)
-	files []*os.File
-	data  chan stateRead
-}
-
-// stateRead is what the state reader collected.
-type stateRead struct {
-	data    []byte
-	tooLong int // bytes seen when more than MaxSessionStateBytes came
+	ch    stateChannel
+	extra []string // what the child's environment gains (stateEnv)
 }
 
 // tracked reports whether v's command carries session state.
@@ -84,8 +81,8 @@ func (s *Supervisor) tracked(v validated) bool {
 // beginState looks the session up (making it, or evicting the least
 // recently used idle session past the bound), applies a reset, and returns
 // the directory and environment the command starts from together with the
-// pipes that carry its state. The caller passes files to the child as
-// descriptors 3 and 4 and closes them once it started.
+// channel that carries its state back (stateChannel). The caller prepares
+// the command with it and tells it when the command started, or abandons it.
 func (s *Supervisor) beginState(v validated) (*stateStart, error) {
 	t := &s.sessions
 	t.mu.Lock()
@@ -130,20 +127,11 @@ func (s *Supervisor) beginState(v validated) (*stateStart, error) {
 		}
 	}
 
-	stateR, stateW, err := os.Pipe()
-	if err != nil {
+	var err error
+	if st.ch, err = s.openStateChannel(); err != nil {
 		s.endState(st, nil)
-		return nil, fmt.Errorf("supervisor: state pipe: %w", err)
+		return nil, fmt.Errorf("supervisor: session state: %w", err)
 	}
-	scriptR, scriptW, err := os.Pipe()
-	if err != nil {
-		stateR.Close()
-		stateW.Close()
-		s.endState(st, nil)
-		return nil, fmt.Errorf("supervisor: state pipe: %w", err)
-	}
-	st.pipe, st.files = stateR, []*os.File{stateW, scriptR}
-	// The script is far below a pipe's capacity, so the write cannot block.
 	envNow := st.env
 	if envNow == nil {
 		envNow = os.Environ()
@@ -152,60 +140,21 @@ func (s *Supervisor) beginState(v validated) (*stateStart, error) {
 	if val, ok := v.Env["BASH_ENV"]; ok {
 		bashEnv, hasBashEnv = val, true
 	}
-	_, err = scriptW.Write(stateScript(bashEnv, hasBashEnv))
-	scriptW.Close()
-	if err != nil {
-		st.closeFiles()
-		stateR.Close()
-		s.endState(st, nil)
-		return nil, fmt.Errorf("supervisor: state script: %w", err)
-	}
+	st.extra = stateEnv(bashEnv, hasBashEnv)
 	return st, nil
 }
 
-// prepare points cmd at the state pipes and the start-up script.
+// prepare points cmd at the state channel and the start-up script.
 func (st *stateStart) prepare(cmd *exec.Cmd) {
-	cmd.ExtraFiles = st.files // descriptors 3 (state) and 4 (script)
-	cmd.Env = append(cmd.Env, "BASH_ENV=/dev/fd/4")
+	cmd.ExtraFiles = st.ch.childFiles()
+	cmd.Env = append(cmd.Env, st.extra...)
 }
 
-// started closes the child's ends and starts reading the state.
-func (st *stateStart) started() {
-	st.closeFiles()
-	st.data = make(chan stateRead, 1)
-	go func() {
-		var r stateRead
-		buf := make([]byte, 32<<10)
-		for {
-			n, err := st.pipe.Read(buf)
-			switch {
-			case r.tooLong > 0:
-				r.tooLong += n
-			case len(r.data)+n > MaxSessionStateBytes:
-				r.tooLong = len(r.data) + n
-				r.data = nil
-			default:
-				r.data = append(r.data, buf[:n]...)
-			}
-			if err != nil {
-				st.data <- r
-				return
-			}
-		}
-	}()
+// abandon undoes beginState for a command that did not start.
+func (s *Supervisor) abandonState(st *stateStart) {
+	st.ch.close()
+	s.endState(st, nil)
 }
-
-func (st *stateStart) closeFiles() {
-	for _, f := range st.files {
-		f.Close()
-	}
-	st.files = nil
-}
-
-// stateWait bounds the wait for the state pipe's EOF once the tree is gone.
-// Every holder of its write end was a member of the tree, so EOF is
-// immediate unless a process of the tree survived.
-const stateWait = 100 * time.Millisecond
 
 // finishState collects what the shell reported and, when the shell exited by
 // itself, saves it as the session's state. It returns the working directory
@@ -214,12 +163,8 @@ func (s *Supervisor) finishState(st *stateStart, exitedByItself bool) (cwd, note
 	if st == nil {
 		return "", ""
 	}
-	var r stateRead
-	if st.data != nil {
-		st.pipe.SetReadDeadline(time.Now().Add(stateWait))
-		r = <-st.data
-	}
-	st.pipe.Close()
+	r := st.ch.collect()
+	st.ch.close()
 	var notes []string
 	if st.note != "" {
 		notes = append(notes, st.note)
@@ -227,10 +172,10 @@ func (s *Supervisor) finishState(st *stateStart, exitedByItself bool) (cwd, note
 	var saved *savedState
 	switch {
 	case !exitedByItself:
-	case r.tooLong > 0:
-		notes = append(notes, fmt.Sprintf("[corral: the session state (%d bytes of working directory and "+
-			"exported variables) is over the %d KiB limit and was not saved; the next command starts where this one started.]",
-			r.tooLong, MaxSessionStateBytes>>10))
+	case r.tooLong:
+		notes = append(notes, fmt.Sprintf("[corral: the session state (working directory and exported variables) "+
+			"is over the %d KiB limit and was not saved; the next command starts where this one started.]",
+			MaxSessionStateBytes>>10))
 	default:
 		dir, env, err := parseState(r.data)
 		if err == nil {
@@ -273,7 +218,7 @@ func (s *Supervisor) keepEnv(env []string) []string {
 	return slices.DeleteFunc(env, func(kv string) bool {
 		k, v, _ := strings.Cut(kv, "=")
 		switch k {
-		case RunIDEnv, killtree.EnvTag, "PWD", "OLDPWD", "SHLVL", "_":
+		case RunIDEnv, killtree.EnvTag, userBashEnv, "PWD", "OLDPWD", "SHLVL", "_":
 			return true
 		}
 		if d, ok := defaults[k]; ok && d == v {

@@ -112,6 +112,17 @@ func TestSessionStateNotSpoofed(t *testing.T) {
 		{"own-trap", "trap 'echo bye' EXIT; cd /; export KEEP=no", 0},
 		// set -e cannot turn the trap's failed write into another exit code.
 		{"set-e", "set -e; exec 3>&-; cd /; export KEEP=no; true", 0},
+		// Descriptor 3 sent to a file of the command's: the state must not
+		// land in it (checked below).
+		{"fd3-file", "exec 3>>" + base + "/fd3-file; cd /; export KEEP=no SECRET_X=hunter2; exit 7", 7},
+		// Descriptor 3 sent into a process substitution that copies it to
+		// stdout: a pipe, but not corral's.
+		{"fd3-procsub", "exec 3> >(cat); cd /; export KEEP=no SECRET_X=hunter2; exit 8", 8},
+		// The witness (descriptor 9) closed or moved: nothing is saved.
+		{"fd9-closed", "exec 9>&-; cd /; export KEEP=no; exit 9", 9},
+		// Descriptor 3 filled without end: the command is not held up and
+		// nothing is saved.
+		{"fd3-flood", "head -c 50000000 /dev/zero >&3; cd /; export KEEP=no; echo flooded", 0},
 	}
 	for _, tc := range tests {
 		res := run(t, s, Request{Session: "s", Command: tc.cmd})
@@ -129,6 +140,33 @@ func TestSessionStateNotSpoofed(t *testing.T) {
 		if dir != base || vals[0] != "kept" {
 			t.Errorf("%s: state became cwd %q KEEP %q, want %q kept", tc.name, dir, vals[0], base)
 		}
+	}
+	if b, err := os.ReadFile(filepath.Join(base, "fd3-file")); err != nil || len(b) != 0 {
+		t.Errorf("the command's own descriptor 3 file holds %q (%v), want it empty", b, err)
+	}
+}
+
+// TestSessionUserBashEnv: a command's own BASH_ENV is sourced once, is what
+// the command and its nested shells see, and corral's hand-over variable is
+// never visible.
+func TestSessionUserBashEnv(t *testing.T) {
+	t.Parallel()
+	s := newSup(t, Config{})
+	rc := filepath.Join(t.TempDir(), "rc")
+	if err := os.WriteFile(rc, []byte("echo sourced-rc\nexport FROM_RC=1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := `printf 'BASH_ENV=%s FROM_RC=%s CORRAL_BASH_ENV=%s\n' "${BASH_ENV-<unset>}" "${FROM_RC-<unset>}" "${CORRAL_BASH_ENV-<unset>}"; ` +
+		`env | grep -c '^CORRAL_BASH_ENV=' ; bash -c 'echo nested'`
+	res := run(t, s, Request{Session: "rc", Command: cmd, Env: map[string]string{"BASH_ENV": rc}})
+	want := "sourced-rc\nBASH_ENV=" + rc + " FROM_RC=1 CORRAL_BASH_ENV=<unset>\n0\nsourced-rc\nnested\n"
+	if res.Stdout != want {
+		t.Errorf("with a BASH_ENV of its own, stdout %q, want %q", res.Stdout, want)
+	}
+	res = run(t, s, Request{Session: "norc", Command: cmd})
+	want = "BASH_ENV=<unset> FROM_RC=<unset> CORRAL_BASH_ENV=<unset>\n0\nnested\n"
+	if res.Stdout != want {
+		t.Errorf("without a BASH_ENV, stdout %q, want %q", res.Stdout, want)
 	}
 }
 

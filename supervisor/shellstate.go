@@ -15,50 +15,55 @@ import (
 // command string itself is passed to `bash -c` untouched: line numbers and
 // syntax errors read exactly as they do without state tracking. The script
 // closes descriptor 4 and restores the BASH_ENV the command would otherwise
-// have seen, so nested shells read no corral script.
+// have seen (handed over in CORRAL_BASH_ENV, which it unsets), so nested
+// shells read no corral script. The script is the same for every command.
 //
-// The trap writes only when descriptor 3 is still a pipe and is neither the
-// command's stdout nor its stderr (`exec 3>&1` is a common idiom: the state
-// holds the whole environment and must never reach the output). It uses
-// `builtin` so that functions named printf, pwd or export cannot change it,
-// ends in `|| :` so that `set -e` cannot change the exit code, and bash
-// restores the exit status the shell had before the trap ran (bash's
-// run_exit_trap, trap.c).
+// Descriptor 9 is a second copy of descriptor 3, the witness: the trap writes
+// only while 3 and 9 are still the same file and 3 is neither the command's
+// stdout nor its stderr. A command that closed or redirected either (`exec
+// 3>&1` is a common idiom, and the state holds the whole environment, which
+// must never reach the output or a file of the command's) saves no state.
+// The trap uses `builtin` so that functions named printf, pwd or export
+// cannot change it, ends in `|| :` so that `set -e` cannot change the exit
+// code, and bash restores the exit status the shell had before the trap ran
+// (bash's run_exit_trap, trap.c).
 const (
-	stateFD       = 3 // the child's descriptor the state is written to
-	stateScriptFD = 4 // the child's descriptor BASH_ENV reads the script from
+	stateFD        = 3 // the child's descriptor the state is written to
+	stateScriptFD  = 4 // the child's descriptor BASH_ENV reads the script from
+	stateWitnessFD = 9 // the child's second copy of stateFD
+
+	// userBashEnv hands the command's own BASH_ENV to the script: "+value",
+	// or "-" when the command has none.
+	userBashEnv = "CORRAL_BASH_ENV"
 
 	stateBegin = "\x00corral-state 1\x00"
 	stateEnd   = "\x00corral-end\x00"
 
-	stateTrap = `trap '[[ -p /dev/fd/3 && ! /dev/fd/3 -ef /dev/fd/1 && ! /dev/fd/3 -ef /dev/fd/2 ]] && ` +
+	stateTrap = `trap '[[ /dev/fd/3 -ef /dev/fd/9 && ! /dev/fd/3 -ef /dev/fd/1 && ! /dev/fd/3 -ef /dev/fd/2 ]] && ` +
 		`{ builtin printf "\0corral-state 1\0"; builtin pwd -P || builtin printf "%s\n" "$PWD"; ` +
 		`builtin printf "\0"; builtin export -p; builtin printf "\0corral-end\0"; } >&3 2>/dev/null || :' EXIT`
+
+	// stateScript is the BASH_ENV script of every tracked command. The
+	// user's BASH_ENV is sourced before the trap is set, so a trap it sets
+	// cannot replace corral's.
+	stateScript = "exec 4<&-\n" +
+		`if [[ $CORRAL_BASH_ENV == +* ]]; then BASH_ENV=${CORRAL_BASH_ENV#+}; unset CORRAL_BASH_ENV; ` +
+		`[[ -n $BASH_ENV ]] && . "$BASH_ENV"; else unset CORRAL_BASH_ENV BASH_ENV; fi` + "\n" +
+		stateTrap + "\n"
 )
 
 // MaxSessionStateBytes bounds a session's saved state as the shell reports
 // it. A larger state is not saved, and the Result's stderr note says so.
 const MaxSessionStateBytes = 256 << 10
 
-// stateScript is the BASH_ENV script of a tracked command. userBashEnv is
-// the BASH_ENV the command's environment holds, "" for none; it is sourced
-// before the trap is set, so a trap it sets cannot replace corral's.
-func stateScript(userBashEnv string, hasUserBashEnv bool) []byte {
-	var b strings.Builder
-	b.WriteString("exec 4<&-\n")
-	if hasUserBashEnv {
-		b.WriteString("BASH_ENV=" + shellQuote(userBashEnv) + "\n")
-		b.WriteString(`[[ -n "$BASH_ENV" ]] && . "$BASH_ENV"` + "\n")
-	} else {
-		b.WriteString("unset BASH_ENV\n")
+// stateEnv is what a tracked command's environment gains: BASH_ENV pointing
+// at the script, and the command's own BASH_ENV for the script to restore.
+func stateEnv(bashEnv string, hasBashEnv bool) []string {
+	user := "-"
+	if hasBashEnv {
+		user = "+" + bashEnv
 	}
-	b.WriteString(stateTrap + "\n")
-	return []byte(b.String())
-}
-
-// shellQuote quotes s as one word for bash.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+	return []string{"BASH_ENV=/dev/fd/4", userBashEnv + "=" + user}
 }
 
 // errStateMissing means the shell reported no complete state: the command

@@ -109,21 +109,11 @@ func (r *retained) snapshot() ([]byte, budget.Counts, spill.Stream) {
 	case r.policy == budget.PolicyHead:
 		c := r.head.Counts()
 		data := r.head.Bytes()
-		return data, budget.Counts{
-			TotalBytes: c.TotalBytes, TotalLines: c.TotalLines,
-			CapturedBytes: c.CapturedBytes, CapturedLines: c.CapturedLines,
-			OmittedBytes: c.OmittedBytes, OmittedLines: c.OmittedLines,
-			EdgeLineBytes: c.FirstLineBytes,
-		}, spill.Stream{Head: data, TotalBytes: c.TotalBytes}
+		return data, budget.Counts(c), spill.Stream{Head: data, TotalBytes: c.TotalBytes}
 	case r.policy == budget.PolicyTail:
 		c := r.tail.Counts()
 		data := r.tail.Bytes()
-		return data, budget.Counts{
-			TotalBytes: c.TotalBytes, TotalLines: c.TotalLines,
-			CapturedBytes: c.CapturedBytes, CapturedLines: c.CapturedLines,
-			OmittedBytes: c.OmittedBytes, OmittedLines: c.OmittedLines,
-			EdgeLineBytes: c.LastLineBytes,
-		}, spill.Stream{Tail: data, TotalBytes: c.TotalBytes}
+		return data, budget.Counts(c), spill.Stream{Tail: data, TotalBytes: c.TotalBytes}
 	default:
 		hc := r.head.Counts()
 		head := r.head.Bytes()
@@ -147,16 +137,16 @@ func (r *retained) snapshot() ([]byte, budget.Counts, spill.Stream) {
 			TotalBytes: hc.TotalBytes, TotalLines: hc.TotalLines,
 			CapturedBytes: captured, CapturedLines: hc.CapturedLines,
 			OmittedBytes: hc.TotalBytes - captured, OmittedLines: max(0, hc.TotalLines-hc.CapturedLines-restLines),
-			EdgeLineBytes: hc.FirstLineBytes,
+			EdgeLineBytes: hc.EdgeLineBytes,
 		}, st
 	}
 }
 
-// take hands one chunk read from stream i (0 stdout, 1 stderr) to its
-// capture and to the live events. It never blocks.
-func (p *proc) take(i int, b []byte) {
+// take hands one chunk read from stream i to its capture and to the live
+// events. It never blocks.
+func (p *proc) take(i streamIndex, b []byte) {
 	r := p.out
-	if i == 1 {
+	if i == stderrStream {
 		r = p.err
 	}
 	r.Write(b)
@@ -167,7 +157,7 @@ func (p *proc) take(i int, b []byte) {
 // reports EOF to the live side and its end on p.drained. It never stops
 // early: past the ceiling the capture only counts. f is in the runtime's
 // poller, so the wait holds no thread.
-func (p *proc) drain(i int, f *os.File) {
+func (p *proc) drain(i streamIndex, f *os.File) {
 	bp := readBufs.Get().(*[]byte)
 	defer readBufs.Put(bp)
 	buf := *bp

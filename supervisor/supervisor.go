@@ -117,6 +117,13 @@ type Config struct {
 	// Results' views); past it the job that exited first is forgotten. 0
 	// is DefaultMaxRetainedBytes.
 	MaxRetainedBytes int64
+	// ReturnIdleMemory returns the heap's free memory to the system once no
+	// command has run for a second (at most every 10 s), so that a
+	// long-running server's RSS falls back to what it holds after a burst
+	// instead of keeping the runtime's headroom (up to twice the live heap).
+	// It calls debug.FreeOSMemory, which acts on the whole process: for
+	// servers, not for a library inside a larger program.
+	ReturnIdleMemory bool
 	// Journal, when not nil, records every Result (commands and jobs) in
 	// its session's journal: an entry is written as started before the
 	// shell starts and completed with the Result before Run returns (and
@@ -164,6 +171,11 @@ type Supervisor struct {
 	// watcher and the background pump from the start), as when no pidfd or
 	// eventfd can be had. Set by tests only, before the first Run.
 	noPollLoop bool
+	// statePipe makes session state take the portable pipe channel on
+	// Linux too. Set by tests only, before the first Run.
+	statePipe bool
+
+	idleMem idleMemory // Config.ReturnIdleMemory
 
 	later sync.WaitGroup // background kills of trees whose way down gave up (finishLater)
 }
@@ -208,6 +220,9 @@ func New(cfg Config) (*Supervisor, error) {
 	}
 	if s.liveCap <= 0 {
 		s.liveCap = DefaultLiveCap
+	}
+	if err := checkOwnLimits(cfg.Containment); err != nil {
+		return nil, err
 	}
 	if err := s.jobs.init(cfg); err != nil {
 		return nil, err
@@ -282,6 +297,7 @@ func (s *Supervisor) Spills() *spill.Store { return s.spills }
 // survivors (at most 30 s each). Idempotent.
 func (s *Supervisor) Close() error {
 	s.closing.Store(true)
+	s.idleMem.stop()
 	s.closeJournal()
 	s.jobs.closeAll()
 	s.later.Wait()
@@ -295,6 +311,10 @@ func (s *Supervisor) Close() error {
 	if s.devNull != nil {
 		err = errors.Join(err, s.devNull.Close())
 		s.devNull = nil
+	}
+	if s.sessions.script != nil {
+		s.sessions.script.Close()
+		s.sessions.script = nil
 	}
 	if s.spills != nil {
 		err = errors.Join(err, s.spills.Close())

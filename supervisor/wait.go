@@ -101,10 +101,14 @@ func (p *proc) drainAll(end ending, by time.Time, gaveUp bool) {
 	}
 	if pending > 0 {
 		// Nothing found holds the pipes, yet they stay open: stop reading
-		// rather than hang. Logged as a containment failure.
+		// rather than hang. Logged as a containment failure, and the Result
+		// says its output may be incomplete.
 		p.log.Error().Msg("pipes never reached EOF; closing them")
+		p.kill.PipesForced = true
 		p.stopDrains()
-		wait(time.Minute)
+		for ; pending > 0; pending-- {
+			<-p.drained // their next read fails at once: the deadline passed
+		}
 	}
 }
 

@@ -13,7 +13,8 @@ import (
 const doctorUsage = `Usage: corral doctor [--run-as USER]
 
 Prints every containment tier, whether it works here and why not, and which
-one corral uses; then which of the guarantees in the README's "The boundary"
+one corral uses; then which resource limits (memory, cpus, pids) each tier
+enforces here and how, or why not; then which of the guarantees in the README's "The boundary"
 hold for a command in this configuration: run by this user (root or not),
 or, with --run-as, as USER.
 
@@ -49,10 +50,29 @@ func (m *Main) doctor(args []string) error {
 	w := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "TIER\tWORKS\tUSED\tDETAILS")
 	var tier killtree.Tier
-	for _, st := range killtree.Doctor(cfg) {
+	tiers := killtree.Doctor(cfg)
+	for _, st := range tiers {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", st.Tier, yesNo(st.Works), yesNo(st.Chosen), st.Reason)
 		if st.Chosen {
 			tier = st.Tier
+		}
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+
+	// Which resource limits (--memory-max, --cpus, --pids-max, a
+	// request's limits) each tier enforces here, and how or why not.
+	fmt.Fprintln(m.Stdout)
+	w = tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "TIER\tLIMIT\tENFORCED\tHOW")
+	for _, st := range tiers {
+		for _, l := range st.Limits {
+			how := l.How
+			if !st.Works && l.Enforced {
+				how = "the tier does not work here"
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", st.Tier, l.Limit, yesNo(st.Works && l.Enforced), how)
 		}
 	}
 	if err := w.Flush(); err != nil {

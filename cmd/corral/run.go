@@ -53,6 +53,7 @@ type runFlags struct {
 	runAs        string
 	stdin        string
 	json         bool
+	limits       limitFlags
 }
 
 func (m *Main) runFlagSet(f *runFlags) *flag.FlagSet {
@@ -74,6 +75,7 @@ func (m *Main) runFlagSet(f *runFlags) *flag.FlagSet {
 	fs.StringVar(&f.runAs, "run-as", "", "run the command as this unprivileged `user` (name or uid; needs root)")
 	fs.StringVar(&f.stdin, "stdin", "", "feed the command's stdin from `file` (- for corral's stdin; default empty)")
 	fs.BoolVar(&f.json, "json", false, "print the Result JSON instead of streaming")
+	f.limits.register(fs)
 	return fs
 }
 
@@ -118,6 +120,10 @@ func (m *Main) run(ctx context.Context, args []string) error {
 	} else if f.grace < 0 {
 		return m.invalid(f.json, &supervisor.RequestError{Reason: fmt.Sprintf("grace must be 0 or more seconds, got %g", f.grace)})
 	}
+	containment := killtree.Config{Tier: killtree.Tier(f.containment), SoleTree: true}
+	if err := f.limits.apply(&containment); err != nil {
+		return m.invalid(f.json, &supervisor.RequestError{Reason: err.Error()})
+	}
 	sup, err := supervisor.New(supervisor.Config{
 		DataDir: f.dataDir,
 		Grace:   grace,
@@ -126,8 +132,11 @@ func (m *Main) run(ctx context.Context, args []string) error {
 		NoSessionState: true,
 		// One command, one tree, no other children: every orphan that
 		// reaches this process is the command's (killtree.Config.SoleTree).
-		Containment: killtree.Config{Tier: killtree.Tier(f.containment), SoleTree: true},
+		Containment: containment,
 	})
+	if errors.Is(err, supervisor.ErrInvalidRequest) {
+		return m.invalid(f.json, err) // a limit flag out of bounds
+	}
 	if err != nil {
 		return err
 	}

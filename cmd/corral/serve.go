@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/corral-sh/corral/api"
+	"github.com/corral-sh/corral/api/envd"
 	"github.com/corral-sh/corral/journal"
 	"github.com/corral-sh/corral/killtree"
 	"github.com/corral-sh/corral/supervisor"
@@ -58,6 +59,13 @@ stay readable for 10 minutes, at most --max-retained-jobs of them and
 --max-retained-bytes of their output; past a cap the oldest is forgotten
 (404 NOT_FOUND saying it expired).
 
+--envd ADDR also serves the E2B envd process service (Connect, JSON and
+protobuf, at /process.Process/*) and GET /health on ADDR, so the E2B SDKs in
+debug mode drive corral; every process is a background job. It requires
+envd's "X-Access-Token: TOKEN" when the token was given (--token,
+--token-file or $CORRAL_TOKEN); with a generated token or none, ADDR must be
+loopback or a unix socket.
+
 Flags:
 `
 
@@ -70,6 +78,7 @@ const (
 // serverFlags are the flags shared by corral serve and corral mcp.
 type serverFlags struct {
 	listen         string
+	envd           string
 	token          string
 	tokenFile      string
 	insecureNoAuth bool
@@ -86,6 +95,7 @@ type serverFlags struct {
 	grace          float64
 	logFormat      string
 	logLevel       string
+	limits         limitFlags
 	journalMax     int
 	journalIdle    time.Duration
 }
@@ -99,6 +109,10 @@ func (m *Main) serverFlagSet(name, usageText string, f *serverFlags, network boo
 	}
 	if network {
 		fs.StringVar(&f.listen, "listen", "127.0.0.1:7823", "`address` to listen on: host:port, or unix:/path/to.sock (mode 0600)")
+		if name == "corral serve" {
+			fs.StringVar(&f.envd, "envd", "", "also serve the E2B envd process API (Connect) and GET /health on `address` (envd's port is 49983); "+
+				"it checks X-Access-Token only with a token given by --token, --token-file or $CORRAL_TOKEN, else it must be loopback")
+		}
 		fs.StringVar(&f.tokenFile, "token-file", "", "read the bearer token from `file` (a regular file of this user's, mode 0600 or stricter)")
 		fs.StringVar(&f.token, "token", "", "bearer `token` (visible to every local process: prefer --token-file or $CORRAL_TOKEN)")
 		fs.BoolVar(&f.insecureNoAuth, "insecure-no-auth", false, "serve without a token (loopback or a unix socket only): every local process can run commands")
@@ -114,11 +128,23 @@ func (m *Main) serverFlagSet(name, usageText string, f *serverFlags, network boo
 	fs.StringVar(&f.containment, "containment", m.Getenv("CORRAL_CONTAINMENT"), "force a containment `tier`: cgroup2, cgroup1 or pgroup (default: the strongest that works; $CORRAL_CONTAINMENT)")
 	fs.BoolVar(&f.reaper, "reaper", false, "run every command under a reaper of its own, which catches the daemons that leave their session and environment on every tier (a Go runtime start per command)")
 	fs.Float64Var(&f.grace, "grace", supervisor.DefaultGrace.Seconds(), "`seconds` between SIGTERM and SIGKILL on the way down (0: SIGKILL at once)")
+	f.limits.register(fs)
 	fs.IntVar(&f.journalMax, "journal-max-entries", journal.DefaultMaxEntries, "most journal entries a session keeps (its newest)")
 	fs.DurationVar(&f.journalIdle, "session-retention", journal.DefaultRetention, "a session idle this long is swept with its journal, spills and state (at start and hourly)")
 	fs.StringVar(&f.logFormat, "log-format", "json", "log format on stderr: json or console")
 	fs.StringVar(&f.logLevel, "log-level", "info", "least log `level`: debug, info, warn or error")
 	return fs
+}
+
+// isTerminal reports whether w is a character device (a terminal; also
+// /dev/null, where colour does no harm): console logs are coloured only there.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
 // logger builds the zerolog logger of the flags, writing to stderr.
@@ -131,7 +157,7 @@ func (m *Main) logger(f serverFlags) (zerolog.Logger, error) {
 	switch f.logFormat {
 	case "json":
 	case "console":
-		w = zerolog.ConsoleWriter{Out: m.Stderr, TimeFormat: time.RFC3339}
+		w = zerolog.ConsoleWriter{Out: m.Stderr, TimeFormat: time.RFC3339, NoColor: !isTerminal(m.Stderr)}
 	default:
 		return zerolog.Nop(), fmt.Errorf("--log-format: want json or console, got %q", f.logFormat)
 	}
@@ -152,9 +178,10 @@ func (m *Main) newServer(f serverFlags, token, hint string, shared bool, log zer
 	case f.grace < 0:
 		return nil, nil, nil, 0, fmt.Errorf("--grace must be 0 or more seconds, got %g", f.grace)
 	}
-	// The supervisor logs one line per command at info; the server already
-	// logs one per request, so only its warnings come through.
-	supLog := log.Level(max(zerolog.WarnLevel, log.GetLevel()))
+	// The supervisor logs one line per finished command at info (session,
+	// label, exit, duration, bytes, tier, kill counts), beside the server's
+	// line per request.
+	supLog := log
 	if f.retainedJobs < 1 {
 		return nil, nil, nil, 0, fmt.Errorf("--max-retained-jobs must be at least 1, got %d", f.retainedJobs)
 	}
@@ -171,13 +198,19 @@ func (m *Main) newServer(f serverFlags, token, hint string, shared bool, log zer
 			jnl.Close()
 		}
 	}
+	containment := killtree.Config{Tier: killtree.Tier(f.containment), Reaper: f.reaper}
+	if err := f.limits.apply(&containment); err != nil {
+		closeJournal()
+		return nil, nil, nil, 0, err
+	}
 	sup, err := supervisor.New(supervisor.Config{
+		ReturnIdleMemory: true,
 		Journal:          jnl,
 		DataDir:          f.dataDir,
 		Grace:            grace,
 		Scrub:            []string{tokenEnv},
 		User:             f.runAs,
-		Containment:      killtree.Config{Tier: killtree.Tier(f.containment), Reaper: f.reaper},
+		Containment:      containment,
 		Logger:           &supLog,
 		TimeoutHint:      hint,
 		MaxRetainedJobs:  f.retainedJobs,
@@ -260,7 +293,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	// event streams and long polls. Bodies have the handler's own deadline.
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: api.HeaderTimeout, IdleTimeout: seconds(f.idleTimeout)}
 	ln = api.LimitListener(ln, f.maxConnections)
-	served := make(chan error, 1)
+	served := make(chan error, 2)
 	go func() { served <- hs.Serve(ln) }()
 	ev := log.Info().Str("listen", listenAddr(ln)).Str("tier", string(sup.Tier())).Bool("auth", tok.value != "").
 		Str("tokenSource", tok.source).Str("version", Version)
@@ -271,6 +304,15 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		ev = ev.Str("runAs", user).Str("cwd", dir)
 	}
 	ev.Msg("serving")
+	var envdServer *http.Server
+	if f.envd != "" {
+		envdServer, err = m.serveEnvd(f, sup, tok, log, served)
+		if err != nil {
+			hs.Close()
+			<-served
+			return err
+		}
+	}
 
 	select {
 	case err := <-served:
@@ -282,17 +324,66 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	log.Info().Msg("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), grace+2*time.Second)
 	defer cancel()
-	stopped := make(chan error, 1)
+	stopped := make(chan error, 2)
 	go func() { stopped <- hs.Shutdown(sctx) }()
+	if envdServer != nil {
+		go func() { stopped <- envdServer.Shutdown(sctx) }()
+	}
 	if err := srv.Shutdown(sctx); err != nil {
 		log.Warn().Err(err).Msg("commands still running at the deadline")
 	}
-	if err := <-stopped; err != nil {
-		log.Warn().Err(err).Msg("connections still open at the deadline")
-		hs.Close()
+	servers := 1
+	if envdServer != nil {
+		servers = 2
 	}
-	<-served // http.ErrServerClosed
+	for range servers {
+		if err := <-stopped; err != nil {
+			log.Warn().Err(err).Msg("connections still open at the deadline")
+			hs.Close()
+			if envdServer != nil {
+				envdServer.Close()
+			}
+		}
+	}
+	for range servers {
+		<-served // http.ErrServerClosed
+	}
 	return nil
+}
+
+// serveEnvd starts the envd face on f.envd; its Serve result goes to served.
+// Only a token the operator gave is required of envd clients (X-Access-Token):
+// the E2B SDKs in debug mode send none, so with a generated token the envd
+// address must be loopback, as without one.
+func (m *Main) serveEnvd(f serverFlags, sup *supervisor.Supervisor, tok serverToken, log zerolog.Logger, served chan<- error) (*http.Server, error) {
+	token := tok.value
+	if tok.source == tokenFromGenerated {
+		token = ""
+	}
+	if err := checkExposure(f.envd, token); err != nil {
+		return nil, fmt.Errorf("--envd: %w", err)
+	}
+	svc, err := envd.New(envd.Config{Supervisor: sup, Token: token})
+	if err != nil {
+		return nil, err
+	}
+	ln, err := listen(f.envd)
+	if err != nil {
+		return nil, fmt.Errorf("--envd: %w", err)
+	}
+	// HTTP/1.1 for the SDKs, and HTTP/2 without TLS for gRPC clients.
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	hs := &http.Server{Handler: svc.Handler(), ReadHeaderTimeout: api.HeaderTimeout,
+		IdleTimeout: seconds(f.idleTimeout), Protocols: &protocols}
+	ln = api.LimitListener(ln, f.maxConnections)
+	go func() { served <- hs.Serve(ln) }()
+	log.Info().Str("envd", listenAddr(ln)).Bool("auth", token != "").Str("envdVersion", envd.Version).Msg("serving envd")
+	if token == "" {
+		log.Warn().Msg("--envd: no X-Access-Token is required (give the token with --token-file or $CORRAL_TOKEN to require it): every local process can run commands through it")
+	}
+	return hs, nil
 }
 
 // checkConnLimits refuses connection limits that would disable themselves.
@@ -311,27 +402,32 @@ func (f serverFlags) checkConnLimits() error {
 // seconds converts flag seconds to a Duration.
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
-// parseSize parses a byte count with an optional KiB, MiB or GiB suffix.
+// parseSize parses a byte count with an optional unit, powers of 1024: K,
+// M, G or T, alone or with iB ("512M", "64MiB", "1.5G").
 func parseSize(v string) (int64, error) {
-	mult := int64(1)
-	for _, u := range []struct {
-		suffix string
-		mult   int64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}} {
-		if n, ok := strings.CutSuffix(v, u.suffix); ok {
-			v, mult = strings.TrimSpace(n), u.mult
-			break
-		}
+	t := strings.TrimSpace(v)
+	num := strings.TrimRightFunc(t, func(r rune) bool { return r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' })
+	mult, ok := sizeUnits[strings.ToUpper(strings.TrimSpace(t[len(num):]))]
+	if !ok {
+		return 0, fmt.Errorf("unknown unit in %q (K, M, G or T, alone or with iB, as in 512M or 64MiB)", v)
 	}
-	n, err := strconv.ParseInt(v, 10, 64)
+	n, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
 	if err != nil {
 		return 0, err
 	}
-	if n > math.MaxInt64/mult || n < 0 {
-		return 0, fmt.Errorf("size %d out of range", n)
+	if n < 0 || math.IsNaN(n) || n*float64(mult) >= math.MaxInt64 {
+		return 0, fmt.Errorf("size %s out of range", v)
 	}
-	return n * mult, nil
+	return int64(n * float64(mult)), nil
 }
+
+// sizeUnits are the units parseSize takes, all powers of 1024. KB, MB and
+// GB are refused: whether they mean 1000 or 1024 is anyone's guess.
+var sizeUnits = map[string]int64{"": 1,
+	"K": 1 << 10, "KIB": 1 << 10,
+	"M": 1 << 20, "MIB": 1 << 20,
+	"G": 1 << 30, "GIB": 1 << 30,
+	"T": 1 << 40, "TIB": 1 << 40}
 
 // listenAddr is where ln listens, as --listen spells it (the port chosen
 // for :0 included).

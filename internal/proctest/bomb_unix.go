@@ -14,7 +14,7 @@ import (
 // bombWidth is the most children a bounded bomb process starts.
 const bombWidth = 4
 
-// helperBomb runs bomb.c (research notes, section 9), compiled with the system C compiler, in
+// helperBomb runs bomb.c (docs/killtree.md §9), compiled with the system C compiler, in
 // place of this process. Without a C compiler it falls back to re-execution: Go cannot fork
 // without exec, so every process of the bomb is then this binary running helper bomb-node.
 func helperBomb(args []string) int {

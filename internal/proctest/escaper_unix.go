@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// helperEscaper starts the three writers of escaper.c (research notes, section 9) and exits.
+// helperEscaper starts the three writers of escaper.c (docs/killtree.md §9) and exits.
 // It waits for the double fork's middle process, so that "started" means all three writers
 // exist.
 func helperEscaper(args []string) int {

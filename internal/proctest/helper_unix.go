@@ -18,7 +18,7 @@ import (
 // escaper root to its descendants. CLOCK_MONOTONIC is system-wide, so every process of a tree
 // expires at the same moment however late it was started; Go's own monotonic readings are
 // per-process and cannot be passed on. A wall-clock deadline misbehaved in the research runs
-// (see the research notes, section 7), hence the monotonic clock.
+// (docs/killtree.md §7), hence the monotonic clock.
 const deadlineEnv = "CORRAL_TEST_DEADLINE"
 
 func registerPlatformHelpers() {

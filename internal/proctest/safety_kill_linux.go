@@ -22,7 +22,7 @@ const cleanupLimit = 20 * time.Second
 // subtree at once), and in the v1 hierarchies does what runc's signalAllProcesses does:
 // freeze, SIGKILL each member, thaw. A frozen v1 task cannot fork, exit or be replaced, so the
 // PIDs read from cgroup.procs are still the members when they are killed; a SIGKILLed v1
-// task stays frozen in D state until thawed (research notes, section 9, E3), hence the thaw
+// task stays frozen in D state until thawed (docs/killtree.md §2.6, E3), hence the thaw
 // of every nested cgroup too.
 func (s *Safety) cleanup() {
 	deadline := time.Now().Add(cleanupLimit)

@@ -26,7 +26,9 @@ type Safety struct {
 	// pidsDir is the cgroup whose pids.max and pids.current apply: the v1 pids cgroup, or the
 	// v2 cgroup where v2 has the pids controller.
 	pidsDir string
-	// v1 lists the v1 cgroups (pids, freezer) that Start moves its thread into.
+	// v1 lists the v1 cgroups (pids, freezer, memory, cpu, cpuacct) that Start moves its
+	// thread into. The last three carry no limit (but see LimitMemory): they are there so that
+	// the cgroups code under test nests in them are removed by the cleanup.
 	v1 []v1Cgroup
 	// freezer is the v1 freezer cgroup, or "".
 	freezer string
@@ -65,10 +67,10 @@ func (s *Safety) create(pidsMax int) error {
 		return fmt.Errorf("%w: %w", ErrNoCgroups, err)
 	}
 	var reasons []error
-	for _, c := range []string{"pids", "freezer"} {
+	for _, c := range []string{"pids", "freezer", "memory", "cpu", "cpuacct"} {
 		mnt, ok := mounts.v1[c]
-		if !ok {
-			continue
+		if !ok || slices.ContainsFunc(s.v1, func(v v1Cgroup) bool { return v.mount == mnt }) {
+			continue // absent, or co-mounted with one made already (cpu,cpuacct)
 		}
 		dir := filepath.Join(mnt, s.name)
 		if err := os.Mkdir(dir, 0o755); err != nil {
@@ -113,6 +115,28 @@ func (s *Safety) enableV2Pids(root string) bool {
 	_ = writeFile(filepath.Join(root, "cgroup.subtree_control"), "+pids") // Checked below.
 	_, err = os.Stat(filepath.Join(s.v2, "pids.max"))
 	return err == nil
+}
+
+// LimitMemory caps the memory of everything in the safety cgroups to bytes (the v1 memory
+// cgroup's memory.limit_in_bytes and memory.memsw.limit_in_bytes, or the v2 memory.max where
+// the v2 cgroup has the memory controller), so that a memory test whose own limit fails
+// cannot take the machine. It skips the test when neither can be set.
+func (s *Safety) LimitMemory(bytes int64) {
+	s.t.Helper()
+	v := strconv.FormatInt(bytes, 10)
+	if dir := s.Dir("memory"); dir != "" {
+		if err := writeFile(filepath.Join(dir, "memory.limit_in_bytes"), v); err != nil {
+			s.t.Skipf("proctest: safety memory limit: %v", err)
+		}
+		_ = writeFile(filepath.Join(dir, "memory.memsw.limit_in_bytes"), v) // absent without swap accounting
+		return
+	}
+	if s.v2 != "" {
+		if err := writeFile(filepath.Join(s.v2, "memory.max"), v); err == nil {
+			return
+		}
+	}
+	s.t.Skip("proctest: no memory cgroup for the safety limit")
 }
 
 // Name returns the cgroups' name relative to the root of each hierarchy, for example

@@ -1,0 +1,201 @@
+package envd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/corral-sh/corral/api/envd/processpb"
+	"github.com/corral-sh/corral/supervisor"
+)
+
+// rpc implements processpbconnect.ProcessHandler.
+type rpc struct {
+	s *Service
+}
+
+// testHookStarted, when set by a test, runs between the job's start and
+// the start event.
+var testHookStarted func(ctx context.Context)
+
+// killWait bounds how long a Start whose client went before the start
+// event, and a SendSignal, wait for the tree to be gone.
+const killWait = 30 * time.Second
+
+func (r *rpc) Start(ctx context.Context, req *connect.Request[processpb.StartRequest], stream *connect.ServerStream[processpb.StartResponse]) error {
+	s := r.s
+	m := req.Msg
+	cfg := m.GetProcess()
+	switch {
+	case cfg == nil:
+		return connect.NewError(connect.CodeInvalidArgument, errors.New("process is required"))
+	case cfg.GetCmd() == "":
+		return connect.NewError(connect.CodeInvalidArgument, errors.New("process.cmd is empty"))
+	case m.Pty != nil:
+		return connect.NewError(connect.CodeUnimplemented,
+			errors.New("PTY processes are not supported: corral runs commands with pipes; start it without pty"))
+	}
+	if err := s.checkUser(req.Header()); err != nil {
+		return err
+	}
+	jr := supervisor.JobRequest{
+		Request: supervisor.Request{
+			Command: shellCommand(cfg),
+			Dir:     s.dir(cfg.Cwd),
+			Env:     cfg.GetEnvs(),
+			Session: session(m.GetTag()),
+			Label:   label,
+		},
+		Lifetime:    s.lifetime(ctx),
+		Interactive: m.Stdin == nil || *m.Stdin,
+	}
+	started, err := s.sup.StartJob(jr)
+	if err != nil {
+		return toConnect(err)
+	}
+	js, err := s.sup.OpenJobStream(started.ID)
+	if err != nil {
+		return toConnect(err)
+	}
+	p := &process{id: started.ID, pid: uint32(started.Pid), tag: m.GetTag(), hasTag: m.Tag != nil,
+		config: cfg, started: time.Now(), js: js}
+	s.procs.add(s.sup, p)
+
+	// Until the start event is out, the client has no pid to reach the
+	// process by: a stream gone before it kills the process.
+	if testHookStarted != nil {
+		testHookStarted(ctx)
+	}
+	err = ctx.Err()
+	if err == nil {
+		err = stream.Send(&processpb.StartResponse{Event: startEvent(p.pid)})
+	}
+	if err != nil {
+		kctx, cancel := context.WithTimeout(context.Background(), killWait)
+		defer cancel()
+		js.Kill(kctx, true)
+		return toConnect(err)
+	}
+	return s.follow(ctx, js, keepalive(req.Header()), func(ev *processpb.ProcessEvent) error {
+		return stream.Send(&processpb.StartResponse{Event: ev})
+	})
+}
+
+func (r *rpc) Connect(ctx context.Context, req *connect.Request[processpb.ConnectRequest], stream *connect.ServerStream[processpb.ConnectResponse]) error {
+	p, err := r.s.procs.find(req.Msg.GetProcess(), true)
+	if err != nil {
+		return err
+	}
+	send := func(ev *processpb.ProcessEvent) error {
+		return stream.Send(&processpb.ConnectResponse{Event: ev})
+	}
+	if err := send(startEvent(p.pid)); err != nil {
+		return toConnect(err)
+	}
+	return r.s.follow(ctx, p.js, keepalive(req.Header()), send)
+}
+
+func (r *rpc) List(ctx context.Context, req *connect.Request[processpb.ListRequest]) (*connect.Response[processpb.ListResponse], error) {
+	var out []*processpb.ProcessInfo
+	for _, p := range r.s.procs.list() {
+		info := &processpb.ProcessInfo{Config: p.config, Pid: p.pid}
+		if p.hasTag {
+			info.Tag = &p.tag
+		}
+		out = append(out, info)
+	}
+	return connect.NewResponse(&processpb.ListResponse{Processes: out}), nil
+}
+
+func (r *rpc) Update(ctx context.Context, req *connect.Request[processpb.UpdateRequest]) (*connect.Response[processpb.UpdateResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented,
+		errors.New("update resizes a PTY, and corral runs processes without one"))
+}
+
+func (r *rpc) SendInput(ctx context.Context, req *connect.Request[processpb.SendInputRequest]) (*connect.Response[processpb.SendInputResponse], error) {
+	p, err := r.s.procs.find(req.Msg.GetProcess(), false)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.s.input(p, req.Msg.GetInput()); err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&processpb.SendInputResponse{}), nil
+}
+
+// input writes one ProcessInput to p's stdin.
+func (s *Service) input(p *process, in *processpb.ProcessInput) error {
+	switch v := in.GetInput().(type) {
+	case *processpb.ProcessInput_Stdin:
+		return toConnect(s.sup.JobInput(p.id, v.Stdin, false))
+	case *processpb.ProcessInput_Pty:
+		return connect.NewError(connect.CodeUnimplemented, errors.New("pty input: corral runs processes without a PTY"))
+	}
+	return connect.NewError(connect.CodeInvalidArgument, errors.New("input is required (stdin)"))
+}
+
+func (r *rpc) StreamInput(ctx context.Context, stream *connect.ClientStream[processpb.StreamInputRequest]) (*connect.Response[processpb.StreamInputResponse], error) {
+	var p *process
+	for stream.Receive() {
+		switch ev := stream.Msg().GetEvent().(type) {
+		case *processpb.StreamInputRequest_Start:
+			if p != nil {
+				return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("stream input: a second start event"))
+			}
+			var err error
+			if p, err = r.s.procs.find(ev.Start.GetProcess(), false); err != nil {
+				return nil, err
+			}
+		case *processpb.StreamInputRequest_Data:
+			if p == nil {
+				return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("stream input: data before the start event"))
+			}
+			if err := r.s.input(p, ev.Data.GetInput()); err != nil {
+				return nil, err
+			}
+		case *processpb.StreamInputRequest_Keepalive:
+		default:
+			return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("stream input: an empty event"))
+		}
+	}
+	if err := stream.Err(); err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&processpb.StreamInputResponse{}), nil
+}
+
+func (r *rpc) SendSignal(ctx context.Context, req *connect.Request[processpb.SendSignalRequest]) (*connect.Response[processpb.SendSignalResponse], error) {
+	var hard bool
+	switch sig := req.Msg.GetSignal(); sig {
+	case processpb.Signal_SIGNAL_SIGKILL:
+		hard = true
+	case processpb.Signal_SIGNAL_SIGTERM:
+	default:
+		return nil, connect.NewError(connect.CodeUnimplemented,
+			fmt.Errorf("signal %v is not supported: send SIGNAL_SIGTERM or SIGNAL_SIGKILL", sig))
+	}
+	p, err := r.s.procs.find(req.Msg.GetProcess(), false)
+	if err != nil {
+		return nil, err
+	}
+	kctx, cancel := context.WithTimeout(ctx, killWait)
+	defer cancel()
+	if err := p.js.Kill(kctx, hard); err != nil {
+		return nil, toConnect(err)
+	}
+	return connect.NewResponse(&processpb.SendSignalResponse{}), nil
+}
+
+func (r *rpc) CloseStdin(ctx context.Context, req *connect.Request[processpb.CloseStdinRequest]) (*connect.Response[processpb.CloseStdinResponse], error) {
+	p, err := r.s.procs.find(req.Msg.GetProcess(), false)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.s.sup.JobInput(p.id, nil, true); err != nil {
+		return nil, toConnect(err)
+	}
+	return connect.NewResponse(&processpb.CloseStdinResponse{}), nil
+}

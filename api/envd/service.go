@@ -1,0 +1,294 @@
+package envd
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/corral-sh/corral/api/envd/processpb"
+	"github.com/corral-sh/corral/api/envd/processpb/processpbconnect"
+	"github.com/corral-sh/corral/killtree"
+	"github.com/corral-sh/corral/spill"
+	"github.com/corral-sh/corral/supervisor"
+)
+
+// Version is the envd version corral reports in X-Envd-Version. The e2b
+// SDKs (JS 2.51) gate process features on 0.3.0 (stdin), 0.4.0 (a default
+// user) and 0.5.2 (CloseStdin), all served here; from 0.5.7 on they gate
+// filesystem features, and corral has no filesystem service.
+const Version = "0.5.2"
+
+// Wire names envd uses.
+const (
+	accessTokenHeader = "X-Access-Token"
+	versionHeader     = "X-Envd-Version"
+	keepaliveHeader   = "Keepalive-Ping-Interval"
+	// defaultKeepalive is envd's keepalive interval without the header.
+	defaultKeepalive = 90 * time.Second
+	// maxMessageBytes bounds one request message (SendInput's data).
+	maxMessageBytes = 16 << 20
+	// label names the spill files of envd processes.
+	label = "envd"
+)
+
+// Config configures a Service.
+type Config struct {
+	// Supervisor runs the processes. Required.
+	Supervisor *supervisor.Supervisor
+	// Token, when non-empty, is required in X-Access-Token on every request
+	// but GET /health.
+	Token string
+}
+
+// Service is the envd face of one Supervisor. It is safe for concurrent
+// use.
+type Service struct {
+	sup   *supervisor.Supervisor
+	token [sha256.Size]byte
+	auth  bool
+	user  string // the login name commands run as
+	home  string // its home directory, "" when unknown
+	procs table
+}
+
+// New returns a Service over cfg.Supervisor.
+func New(cfg Config) (*Service, error) {
+	if cfg.Supervisor == nil {
+		return nil, errors.New("envd: no supervisor")
+	}
+	s := &Service{sup: cfg.Supervisor}
+	if cfg.Token != "" {
+		s.token, s.auth = sha256.Sum256([]byte(cfg.Token)), true
+	}
+	s.user, _ = cfg.Supervisor.User()
+	if s.user != "" {
+		if u, err := user.Lookup(s.user); err == nil {
+			s.home = u.HomeDir
+		}
+	} else {
+		if u, err := user.Current(); err == nil {
+			s.user, s.home = u.Username, u.HomeDir
+		}
+		if h, err := os.UserHomeDir(); err == nil {
+			s.home = h
+		}
+	}
+	s.procs.init()
+	return s, nil
+}
+
+// Handler serves the Connect service process.Process and GET /health.
+func (s *Service) Handler() http.Handler {
+	mux := http.NewServeMux()
+	// Responses are never compressed: output is streamed as fast as it
+	// comes, and gzip would cost more CPU than the command (compressed
+	// requests are still read).
+	path, h := processpbconnect.NewProcessHandler(&rpc{s: s}, connect.WithReadMaxBytes(maxMessageBytes),
+		connect.WithCompressMinBytes(math.MaxInt32))
+	mux.Handle(path, h)
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		w.WriteHeader(http.StatusNoContent)
+	})
+	return s.guard(mux)
+}
+
+// guard sets the version header, refuses cross-origin browser requests and
+// DNS-rebound ones, and checks the access token.
+func (s *Service) guard(next http.Handler) http.Handler {
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "cross-origin browser requests are refused", http.StatusForbidden)
+	}))
+	return cop.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(versionHeader, Version)
+		if rebound(r) {
+			http.Error(w, fmt.Sprintf("host %q is not a loopback name on a loopback address", r.Host), http.StatusForbidden)
+			return
+		}
+		if s.auth && !(r.Method == http.MethodGet && r.URL.Path == "/health") {
+			got := sha256.Sum256([]byte(r.Header.Get(accessTokenHeader)))
+			if subtle.ConstantTimeCompare(got[:], s.token[:]) != 1 {
+				writeUnauthenticated(w)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	}))
+}
+
+// writeUnauthenticated answers 401 with a Connect error body, which Connect
+// clients of every protocol read as Unauthenticated.
+func writeUnauthenticated(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusUnauthorized)
+	fmt.Fprintf(w, `{"code":"unauthenticated","message":"a valid %s header is required"}`, accessTokenHeader)
+}
+
+// rebound reports a request that arrived on a loopback TCP address under a
+// Host that is not a loopback name or address.
+func rebound(r *http.Request) bool {
+	la, ok := r.Context().Value(http.LocalAddrContextKey).(*net.TCPAddr)
+	if !ok || !la.IP.IsLoopback() {
+		return false
+	}
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	if host == "localhost" {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip == nil || !ip.IsLoopback()
+}
+
+// checkUser accepts envd's "Authorization: Basic base64(user:)" naming the
+// user commands run as, or no header.
+func (s *Service) checkUser(h http.Header) error {
+	v := h.Get("Authorization")
+	if v == "" {
+		return nil
+	}
+	scheme, cred, _ := strings.Cut(v, " ")
+	if !strings.EqualFold(scheme, "Basic") {
+		return connect.NewError(connect.CodeInvalidArgument,
+			fmt.Errorf("authorization must be Basic with the user name, got scheme %q", scheme))
+	}
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(cred))
+	if err != nil {
+		return connect.NewError(connect.CodeInvalidArgument, errors.New("authorization: the Basic credentials are not base64"))
+	}
+	name, _, _ := strings.Cut(string(raw), ":")
+	if name == "" || name == s.user {
+		return nil
+	}
+	return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf(
+		"user %q is not supported: corral runs every command as %q (the server's user, or its --run-as user)", name, s.user))
+}
+
+// dir resolves envd's cwd: "~" and "~/..." are the user's home; none is
+// the home too, as in envd.
+func (s *Service) dir(cwd *string) string {
+	if cwd == nil || *cwd == "" {
+		if s.home != "" {
+			if fi, err := os.Stat(s.home); err == nil && fi.IsDir() {
+				return s.home
+			}
+		}
+		return ""
+	}
+	c := *cwd
+	if s.home != "" && (c == "~" || strings.HasPrefix(c, "~/")) {
+		return filepath.Join(s.home, c[1:])
+	}
+	return c
+}
+
+// session maps an envd tag to a corral session: the tag itself when it is a
+// valid session name, else "envd-" and the first 16 hex digits of its
+// SHA-256; no tag is the default session.
+func session(tag string) string {
+	if tag == "" {
+		return ""
+	}
+	if spill.ValidateName("session", tag) == nil {
+		return tag
+	}
+	sum := sha256.Sum256([]byte(tag))
+	return "envd-" + hex.EncodeToString(sum[:8])
+}
+
+// shellCommand is the job's command: the shell execs cmd with args, so the
+// program gets the pid envd would report. Descriptor 3 (the session-state
+// pipe of a tracked session) is closed for it: the exec'd program never
+// reports state.
+func shellCommand(cfg *processpb.ProcessConfig) string {
+	var b strings.Builder
+	b.WriteString("exec 3>&- -- ")
+	b.WriteString(quote(cfg.GetCmd()))
+	for _, a := range cfg.GetArgs() {
+		b.WriteByte(' ')
+		b.WriteString(quote(a))
+	}
+	return b.String()
+}
+
+// quote quotes s as one word for bash.
+func quote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// lifetime is the process's lifetime: what is left of the stream's
+// deadline (Connect-Timeout-Ms), within 1 s and the supervisor's longest
+// job lifetime; without a deadline, that longest lifetime.
+func (s *Service) lifetime(ctx context.Context) time.Duration {
+	longest := s.sup.MaxJobLifetime()
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return longest
+	}
+	return min(max(supervisor.MinTimeout, time.Until(dl)), longest)
+}
+
+// keepalive is the interval the Keepalive-Ping-Interval header asks for, in
+// seconds; envd's 90 s without it or when it is not a positive number.
+func keepalive(h http.Header) time.Duration {
+	var n int
+	if _, err := fmt.Sscanf(h.Get(keepaliveHeader), "%d", &n); err != nil || n <= 0 {
+		return defaultKeepalive
+	}
+	return time.Duration(min(n, 3600)) * time.Second
+}
+
+// toConnect turns a supervisor error into a Connect error with a code the
+// SDKs branch on and a message without Go package prefixes.
+func toConnect(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		return err
+	}
+	msg := err.Error()
+	var re *supervisor.RequestError
+	var je *supervisor.JobError
+	switch {
+	case errors.As(err, &re):
+		msg = re.Reason
+	case errors.As(err, &je):
+		msg = je.Reason
+	}
+	msg = strings.TrimPrefix(msg, "supervisor: ")
+	code := connect.CodeInternal
+	switch {
+	case errors.Is(err, supervisor.ErrInvalidRequest):
+		code = connect.CodeInvalidArgument
+	case errors.Is(err, supervisor.ErrNotFound):
+		code = connect.CodeNotFound
+	case errors.Is(err, supervisor.ErrTooManyJobs):
+		code = connect.CodeResourceExhausted
+	case errors.Is(err, killtree.ErrClosed):
+		code, msg = connect.CodeUnavailable, "the server is shutting down"
+	case errors.Is(err, context.Canceled):
+		code = connect.CodeCanceled
+	case errors.Is(err, context.DeadlineExceeded):
+		code = connect.CodeDeadlineExceeded
+	}
+	return connect.NewError(code, errors.New(msg))
+}

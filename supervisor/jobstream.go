@@ -1,0 +1,87 @@
+package supervisor
+
+import (
+	"context"
+	"time"
+)
+
+// JobStream follows one job's raw output, for front ends that forward the
+// bytes as they come (the envd face) rather than in model-sized windows. It
+// reads the job's tail rings by byte cursor, so what a reader that fell
+// behind missed is counted, never buffered: each stream keeps at most the
+// capture ceiling (Config.Capture, 512 KiB by default). A JobStream holds
+// the job even after the table forgot it; it is safe for concurrent use.
+type JobStream struct {
+	j *job
+}
+
+// OpenJobStream returns a JobStream of the job id; the error matches
+// ErrNotFound (and ErrJobExpired) as the other job calls do.
+func (s *Supervisor) OpenJobStream(id string) (*JobStream, error) {
+	j, err := s.jobs.get(id)
+	if err != nil {
+		return nil, err
+	}
+	return &JobStream{j: j}, nil
+}
+
+// Pid is the job's shell's process ID.
+func (js *JobStream) Pid() int { return js.j.p.tree.Pid() }
+
+// Read copies into p what stream i (0 stdout, 1 stderr) holds from byte
+// offset off on, without waiting, and returns the bytes copied and the
+// offset of p[0]: past off when the ring had moved on, the difference being
+// what this reader skipped. n is 0 when there is nothing past off yet.
+func (js *JobStream) Read(i int, p []byte, off int64) (n int, start int64) {
+	r := js.j.p.out
+	if i == 1 {
+		r = js.j.p.err
+	}
+	return r.tail.CopySince(p, off)
+}
+
+// Changed returns a channel closed at the next output of either stream or
+// at the job's end. Take it before reading, so nothing is missed.
+func (js *JobStream) Changed() <-chan struct{} { return js.j.waiter() }
+
+// Done is closed once the job ended and its Result is set.
+func (js *JobStream) Done() <-chan struct{} { return js.j.done }
+
+// Result is the job's Result once it ended; ok is false while it runs.
+// Every byte of output was read into the rings before the Result was set,
+// so a reader that saw ok and then read to the end saw the whole stream.
+func (js *JobStream) Result() (res Result, ok bool) {
+	r, ok := js.j.exited()
+	if !ok {
+		return Result{}, false
+	}
+	return *r, true
+}
+
+// Kill kills the job's whole tree and waits, as long as ctx allows, for the
+// job's end. With hard, every member gets SIGKILL at once; otherwise the way
+// down starts with SIGTERM to every member and the grace (KillJob). Killing
+// a job that already ended does nothing.
+func (js *JobStream) Kill(ctx context.Context, hard bool) error {
+	if hard {
+		js.j.cancelCause(ErrClientGone)
+	} else {
+		js.j.cancel()
+	}
+	select {
+	case <-js.j.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// MaxJobLifetime is the longest lifetime a JobRequest may ask for.
+func (s *Supervisor) MaxJobLifetime() time.Duration { return s.jobs.maxLifetime }
+
+// HasJob reports whether the job id is running or still retained, without
+// the cost of describing it (Job counts its output).
+func (s *Supervisor) HasJob(id string) bool {
+	_, err := s.jobs.get(id)
+	return err == nil
+}

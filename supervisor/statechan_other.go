@@ -1,0 +1,5 @@
+//go:build !linux
+
+package supervisor
+
+func (s *Supervisor) openStateChannel() (stateChannel, error) { return newPipeState() }
