@@ -92,7 +92,11 @@ func TestServeRestartJournal(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv.cmd.Wait()
-	checkGoneWithin(t, m, time.Second)
+	// TestServeKilled holds the watchdog to its second; here the point is
+	// that nothing of the old trees is alive when the new server serves,
+	// so the bound leaves room for a machine under heavy load (a run at a
+	// load average of 170 took 7 s).
+	checkGoneWithin(t, m, 15*time.Second)
 	reapAdopted(t, adopted)
 
 	srv2 := startServer(t, "--data-dir", data)
