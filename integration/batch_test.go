@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/corral-sh/corral/api"
 	"github.com/corral-sh/corral/budget"
 	"github.com/corral-sh/corral/internal/proctest"
@@ -187,10 +189,25 @@ func TestBatchSurvivesRestart(t *testing.T) {
 // was interrupted.
 func TestBatchServeKilled(t *testing.T) {
 	warmUp(t)
+	reapEarlier(t)
 	check := processOracles(t)
 	defer check()
 	// In a subtest, so that both servers are stopped before the oracles.
 	t.Run("batch", testBatchServeKilled)
+}
+
+// reapEarlier reaps the zombie children this test process has before a
+// test started anything: orphans an earlier test's trees left to this
+// subreaper (a shell killed between its fork and its exec is missed by a
+// snapshot of descendants taken before the fork), which the zombie oracle
+// would otherwise blame on this test. This test is not parallel: no other
+// test runs meanwhile, so no exec.Cmd of another test is waiting for them.
+func reapEarlier(t *testing.T) {
+	for _, z := range proctest.Zombies(os.Getpid()) {
+		var ws unix.WaitStatus
+		_, _ = unix.Wait4(z.PID, &ws, unix.WNOHANG, nil) // An error means it is gone already.
+		t.Logf("reaped a zombie left by an earlier test: %v", z)
+	}
 }
 
 func testBatchServeKilled(t *testing.T) {
@@ -239,7 +256,10 @@ func testBatchServeKilled(t *testing.T) {
 	adopted := descendants(srv.pid())
 	srv.kill(t)
 	<-done
-	checkGoneWithin(t, m, time.Second)
+	// Gone, not how fast: the watchdog's second is TestServeKilled's to
+	// pin, and a loaded machine can take several (as TestServeRestartJournal
+	// found).
+	checkGoneWithin(t, m, 15*time.Second)
 	reapAdopted(t, adopted)
 
 	srv = startServer(t, "--data-dir", dir)
