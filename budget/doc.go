@@ -5,7 +5,8 @@
 // layer kept plus the stream's counters: a head cut (marker appended), a tail
 // cut (marker prepended) or a head+tail cut (marker between), under 96 KiB and
 // 4,000 lines by default, with the exact truncation markers of the
-// tool-result-limits specification (§3). Before cutting it cleans the view up
+// tool-result-limits specification (docs/tool-result-limits.md §3; code
+// comments cite it as "spec §N"). Before cutting it cleans the view up
 // for a model: ANSI escape sequences are stripped, carriage-return redraws
 // collapsed, binary output replaced by one descriptive line and invalid UTF-8
 // replaced with U+FFFD; the raw bytes stay untouched for the spill file.
