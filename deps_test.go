@@ -13,22 +13,23 @@ const module = "github.com/corral-sh/corral/"
 // modules it may import beyond the standard library. Nothing imports
 // upward; a package missing here fails the test until it is placed.
 var layers = map[string][]string{
-	"internal/lines":   nil,
-	"internal/utf8cut": nil,
-	"capture":          {"internal/lines"},
-	"ringtail":         {"internal/lines", "github.com/smallnest/ringbuffer"},
-	"budget":           {"internal/lines", "internal/utf8cut"},
-	"spill":            {"golang.org/x/sys"},
-	"killtree":         {"golang.org/x/sys"},
-	"journal":          {"spill", "go.etcd.io/bbolt"},
+	"internal/lines":    nil,
+	"internal/utf8cut":  nil,
+	"internal/loopback": nil,
+	"capture":           {"internal/lines"},
+	"ringtail":          {"internal/lines", "github.com/smallnest/ringbuffer"},
+	"budget":            {"internal/lines", "internal/utf8cut"},
+	"spill":             {"golang.org/x/sys"},
+	"killtree":          {"golang.org/x/sys"},
+	"journal":           {"spill", "go.etcd.io/bbolt"},
 	"supervisor": {"capture", "ringtail", "budget", "spill", "killtree", "journal", "internal/lines",
 		"internal/utf8cut", "github.com/rs/zerolog", "golang.org/x/sys"},
-	"api": {"supervisor", "spill", "budget", "journal", "api/...", "github.com/rs/zerolog",
+	"api": {"supervisor", "spill", "budget", "journal", "api/...", "internal/loopback", "github.com/rs/zerolog",
 		"github.com/modelcontextprotocol/go-sdk", "github.com/google/jsonschema-go",
 		"github.com/prometheus/client_golang"},
 	// The envd Connect service and its generated code; killtree for the
 	// signals SendSignal names.
-	"api/envd/...": {"supervisor", "spill", "budget", "journal", "killtree", "api/envd/...",
+	"api/envd/...": {"supervisor", "spill", "budget", "journal", "killtree", "api/envd/...", "internal/loopback",
 		"connectrpc.com/connect", "google.golang.org/protobuf"},
 	// budget and killtree: the types of supervisor's public API (Policy,
 	// Info, killtree.Config and Tier) and killtree.Doctor.

@@ -1,8 +1,9 @@
 package api
 
 import (
-	"net"
 	"net/http"
+
+	"github.com/corral-sh/corral/internal/loopback"
 )
 
 // guard refuses the two ways a web page could reach a server on loopback:
@@ -16,28 +17,10 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		writeError(w, errorf(ErrForbidden, "cross-origin browser requests are refused"))
 	}))
 	return cop.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if rebound(r) {
+		if loopback.Rebound(r) {
 			writeError(w, errorf(ErrForbidden, "host %q is not a loopback name on a loopback address", r.Host))
 			return
 		}
 		next.ServeHTTP(w, r)
 	}))
-}
-
-// rebound reports a request that arrived on a loopback TCP address under a
-// Host that is not a loopback name or address.
-func rebound(r *http.Request) bool {
-	la, ok := r.Context().Value(http.LocalAddrContextKey).(*net.TCPAddr)
-	if !ok || !la.IP.IsLoopback() {
-		return false
-	}
-	host := r.Host
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	if host == "localhost" {
-		return false
-	}
-	ip := net.ParseIP(host)
-	return ip == nil || !ip.IsLoopback()
 }

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net"
 	"net/http"
 	"os"
 	"os/user"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/corral-sh/corral/api/envd/processpb"
 	"github.com/corral-sh/corral/api/envd/processpb/processpbconnect"
+	"github.com/corral-sh/corral/internal/loopback"
 	"github.com/corral-sh/corral/killtree"
 	"github.com/corral-sh/corral/spill"
 	"github.com/corral-sh/corral/supervisor"
@@ -116,7 +116,7 @@ func (s *Service) guard(next http.Handler) http.Handler {
 	}))
 	return cop.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set(versionHeader, Version)
-		if rebound(r) {
+		if loopback.Rebound(r) {
 			http.Error(w, fmt.Sprintf("host %q is not a loopback name on a loopback address", r.Host), http.StatusForbidden)
 			return
 		}
@@ -137,24 +137,6 @@ func writeUnauthenticated(w http.ResponseWriter) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusUnauthorized)
 	fmt.Fprintf(w, `{"code":"unauthenticated","message":"a valid %s header is required"}`, accessTokenHeader)
-}
-
-// rebound reports a request that arrived on a loopback TCP address under a
-// Host that is not a loopback name or address.
-func rebound(r *http.Request) bool {
-	la, ok := r.Context().Value(http.LocalAddrContextKey).(*net.TCPAddr)
-	if !ok || !la.IP.IsLoopback() {
-		return false
-	}
-	host := r.Host
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	if host == "localhost" {
-		return false
-	}
-	ip := net.ParseIP(host)
-	return ip == nil || !ip.IsLoopback()
 }
 
 // checkUser accepts envd's "Authorization: Basic base64(user:)" naming the
