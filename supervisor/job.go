@@ -318,9 +318,13 @@ func (t *jobTable) supervise(ctx context.Context, j *job) {
 	j.mu.Lock()
 	j.result = res
 	j.mu.Unlock()
+	// Retired before anyone learns the job ended, so that a caller woken by
+	// its end sees the evictions its exit caused (a job it pushed out of
+	// the caps already answers ErrJobExpired). A waiter already holding j
+	// gets its Result even when j itself is evicted at once.
+	t.retire(j, footprint)
 	close(j.done)
 	j.poke()
-	t.retire(j, footprint)
 }
 
 // closeAll kills every job and waits for their supervising goroutines.
