@@ -125,7 +125,7 @@ func TestServeKilled(t *testing.T) {
 		// so what the server leaves behind is reparented here; remember it
 		// to reap it afterwards.
 		adopted := descendants(srv.pid())
-		if n := len(proctest.Survivors(m)); n < 50 {
+		if n := len(proctest.AtLeast(m, 50, 5*time.Second, nil)); n < 50 {
 			t.Fatalf("%d marked processes before the kill, want at least 50", n)
 		}
 		if err := srv.cmd.Process.Signal(syscall.SIGKILL); err != nil {

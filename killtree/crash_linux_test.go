@@ -67,7 +67,7 @@ func TestSupervisorKilled(t *testing.T) {
 		t.Run(string(tier), func(t *testing.T) {
 			entry, marker := proctest.Marker(t)
 			sup, wd := startHangingSupervisor(t, safety, "hang", tier, entry, crashScript(), "4")
-			before := proctest.Survivors(marker)
+			before := proctest.AtLeast(marker, 4, 5*time.Second, nil)
 			if len(before) < 4 {
 				t.Fatalf("%d marked processes before the crash, want ≥ 4", len(before))
 			}
@@ -102,11 +102,7 @@ func TestStaleSweep(t *testing.T) {
 			defer reapOrphans(t, 0)
 			// A process in the middle of an exec shows no environment for
 			// a moment, so the oracle may miss it: look for a second.
-			before := proctest.Survivors(marker)
-			for end := time.Now().Add(time.Second); len(before) < 4 && time.Now().Before(end); {
-				time.Sleep(10 * time.Millisecond) // polling a condition
-				before = proctest.Survivors(marker)
-			}
+			before := proctest.AtLeast(marker, 4, time.Second, nil)
 			if len(before) < 4 {
 				t.Fatalf("control: %d marked processes survived the crash without a watchdog, want ≥ 4: %v", len(before), before)
 			}

@@ -219,11 +219,13 @@ func TestOuterCgroupHoldsLeaves(t *testing.T) {
 			sup, wd := startHangingSupervisorIn(t, safety, "corral", "hang", tier, entry,
 				proctest.Command("sleep", lifetime)+" & echo ready; wait", "2")
 			defer reapOrphans(t, wd)
+			// The tree has two members, but the sleeper may be in the
+			// middle of its exec, when its environment cannot be read.
+			members := proctest.AtLeast(marker, 2, 5*time.Second, func(p proctest.Proc) bool {
+				return p.PID == sup.Process.Pid // the supervisor lives in the outer cgroup itself
+			})
 			var n int
-			for _, p := range proctest.Survivors(marker) {
-				if p.PID == sup.Process.Pid {
-					continue // the supervisor lives in the outer cgroup itself
-				}
+			for _, p := range members {
 				n++
 				b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", p.PID))
 				for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // MarkerEnv is the environment variable that carries a test's marker (see Marker).
@@ -47,4 +48,25 @@ func (p Proc) Zombie() bool { return p.State == "Z" }
 // String formats p for test failure messages.
 func (p Proc) String() string {
 	return fmt.Sprintf("pid %d ppid %d state %s comm %q cmdline %q", p.PID, p.PPID, p.State, p.Comm, p.Cmdline)
+}
+
+// AtLeast polls Survivors(value) every 10 ms until it lists n processes (not
+// counting those for which skip, when not nil, reports true) or within has
+// passed, and returns the last list. A process in the middle of an exec shows
+// no environment for a moment, so a single scan may miss a member of a tree
+// that is complete.
+func AtLeast(value string, n int, within time.Duration, skip func(Proc) bool) []Proc {
+	deadline := time.Now().Add(within)
+	for {
+		var found []Proc
+		for _, p := range Survivors(value) {
+			if skip == nil || !skip(p) {
+				found = append(found, p)
+			}
+		}
+		if len(found) >= n || !time.Now().Before(deadline) {
+			return found
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition
+	}
 }
