@@ -6,6 +6,7 @@ import (
 	"maps"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -58,8 +59,19 @@ func invalid(format string, args ...any) error {
 // Request is one command to run. The zero value of every optional field
 // takes the documented default.
 type Request struct {
-	// Command is run as `<shell> -c Command`. Required; no NUL bytes.
+	// Command is run as `<shell> -c Command`. Required unless Argv is
+	// set; no NUL bytes.
 	Command string
+	// Argv, when set, runs the program Argv[0] with the arguments Argv[1:]
+	// in place of the shell, as exec does: no `<shell> -c`, so the program
+	// is the tree's leader and its pid the one reported. A name without a
+	// slash is looked up in the PATH of the command's environment. Command
+	// is then only what the command is listed, logged and journaled as ("":
+	// the words of Argv, shell-quoted). A named session's state applies to
+	// its start (its working directory unless Dir is set, its variables
+	// beneath Env), but the program is not the shell that would report its
+	// end state, so it saves none.
+	Argv []string
 	// Dir is the working directory; "" is the supervisor's own (see
 	// Config.User for commands run as another user). It must exist.
 	Dir string
@@ -151,10 +163,22 @@ func (s *Supervisor) validate(r Request) (validated, error) {
 	bad := func(format string, args ...any) (validated, error) {
 		return validated{}, invalid(format, args...)
 	}
-	if strings.TrimSpace(r.Command) == "" {
+	if r.Argv != nil {
+		if len(r.Argv) == 0 || r.Argv[0] == "" {
+			return bad("argv: the program name (argv[0]) is empty")
+		}
+		for i, a := range r.Argv {
+			if strings.IndexByte(a, 0) >= 0 {
+				return bad("argv[%d] contains a NUL byte", i)
+			}
+		}
+		if strings.TrimSpace(r.Command) == "" {
+			v.Command = quoteWords(r.Argv)
+		}
+	} else if strings.TrimSpace(r.Command) == "" {
 		return bad("command is empty")
 	}
-	if strings.IndexByte(r.Command, 0) >= 0 {
+	if strings.IndexByte(v.Command, 0) >= 0 {
 		return bad("command contains a NUL byte")
 	}
 	v.timeout = DefaultTimeout
@@ -228,6 +252,43 @@ func policyOr(p, def budget.Policy) (budget.Policy, error) {
 		return "", fmt.Errorf("unknown policy %q; allowed: %q, %q, %q", p, budget.PolicyHead, budget.PolicyTail, budget.PolicyHeadTail)
 	}
 	return p, nil
+}
+
+// quoteWords renders argv as a shell would read it back: each word in
+// single quotes, but for words of plain characters.
+func quoteWords(argv []string) string {
+	words := make([]string, len(argv))
+	for i, a := range argv {
+		if a != "" && strings.Trim(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./:=,+@%") == "" {
+			words[i] = a
+		} else {
+			words[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+	}
+	return strings.Join(words, " ")
+}
+
+// lookPath finds the program argv[0] names as execvp would with the PATH
+// of env (exec.LookPath reads the server's own): a name with a slash is
+// taken as it is, relative to dir.
+func lookPath(name string, env []string, dir string) (string, error) {
+	if strings.Contains(name, "/") {
+		return name, nil
+	}
+	path, _ := lookupEnv(env, "PATH")
+	for _, d := range filepath.SplitList(path) {
+		if d == "" {
+			d = "."
+		}
+		p := filepath.Join(d, name)
+		if !filepath.IsAbs(p) && dir != "" {
+			p = filepath.Join(dir, p)
+		}
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", invalid("argv[0] %q: no such program in the command's PATH", name)
 }
 
 func checkEnvName(k string) error {

@@ -125,6 +125,9 @@ func (s *Supervisor) start(v validated) (_ *proc, retErr error) {
 	p.live = newLive(v.OnEvent, s.liveCap)
 
 	cmd := exec.Command(s.shell, "-c", v.Command)
+	if v.Argv != nil {
+		cmd = &exec.Cmd{Args: v.Argv} // Path once the environment is known
+	}
 	cmd.Dir = v.Dir
 	var base []string
 	if s.tracked(v) {
@@ -143,6 +146,11 @@ func (s *Supervisor) start(v validated) (_ *proc, retErr error) {
 		s.user.apply(cmd)
 		if cmd.Dir == "" {
 			cmd.Dir = s.user.dir
+		}
+	}
+	if v.Argv != nil {
+		if cmd.Path, err = lookPath(v.Argv[0], cmd.Env, cmd.Dir); err != nil {
+			return nil, err
 		}
 	}
 	if p.state != nil {
@@ -167,7 +175,7 @@ func (s *Supervisor) start(v validated) (_ *proc, retErr error) {
 		return nil, err
 	}
 	s.busy(p.v.Session, 1)
-	if p.state != nil {
+	if p.state != nil && p.state.ch != nil {
 		p.state.ch.started()
 	}
 	// The child has its copies; ours would keep the pipes from reaching EOF.

@@ -127,6 +127,9 @@ func (s *Supervisor) beginState(v validated) (*stateStart, error) {
 		}
 	}
 
+	if v.Argv != nil {
+		return st, nil // a program, not the shell: nothing reports its end state
+	}
 	var err error
 	if st.ch, err = s.openStateChannel(); err != nil {
 		s.endState(st, nil)
@@ -146,13 +149,18 @@ func (s *Supervisor) beginState(v validated) (*stateStart, error) {
 
 // prepare points cmd at the state channel and the start-up script.
 func (st *stateStart) prepare(cmd *exec.Cmd) {
+	if st.ch == nil {
+		return
+	}
 	cmd.ExtraFiles = st.ch.childFiles()
 	cmd.Env = append(cmd.Env, st.extra...)
 }
 
 // abandon undoes beginState for a command that did not start.
 func (s *Supervisor) abandonState(st *stateStart) {
-	st.ch.close()
+	if st.ch != nil {
+		st.ch.close()
+	}
 	s.endState(st, nil)
 }
 
@@ -163,15 +171,18 @@ func (s *Supervisor) finishState(st *stateStart, exitedByItself bool) (cwd, note
 	if st == nil {
 		return "", ""
 	}
-	r := st.ch.collect()
-	st.ch.close()
+	var r stateRead
+	if st.ch != nil {
+		r = st.ch.collect()
+		st.ch.close()
+	}
 	var notes []string
 	if st.note != "" {
 		notes = append(notes, st.note)
 	}
 	var saved *savedState
 	switch {
-	case !exitedByItself:
+	case !exitedByItself || st.ch == nil:
 	case r.tooLong:
 		notes = append(notes, fmt.Sprintf("[corral: the session state (working directory and exported variables) "+
 			"is over the %d KiB limit and was not saved; the next command starts where this one started.]",

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -295,6 +296,13 @@ func TestStartRunsArgsExactlyWithEnvAndCwd(t *testing.T) {
 	if got, want := r.stdout.String(), fmt.Sprintf("bar:%s:%d\n", dir, r.pid); got != want {
 		t.Errorf("stdout %q, want %q: envs, cwd, and the pid is the program's", got, want)
 	}
+	// The program is the process, as in envd: no shell of corral's runs
+	// between it and the server.
+	req = bash("", `echo "$PPID"`)
+	r = collect(started(t)(e.client.Start(context.Background(), connect.NewRequest(req))))
+	if got, want := strings.TrimSpace(r.stdout.String()), strconv.Itoa(os.Getpid()); got != want {
+		t.Errorf("the program's parent is %s, want the server %s", got, want)
+	}
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -334,6 +342,9 @@ func TestErrors(t *testing.T) {
 		// a PTY is not offered
 		{"pty", startErr(&processpb.StartRequest{Process: &processpb.ProcessConfig{Cmd: "true"}, Pty: &processpb.PTY{}}),
 			connect.CodeUnimplemented, "PTY"},
+		// a program found nowhere in PATH: nothing starts
+		{"no such program", startErr(&processpb.StartRequest{Process: &processpb.ProcessConfig{Cmd: "corral-no-such-program-xyz"}, Stdin: &no}),
+			connect.CodeInvalidArgument, "no such program"},
 		// a working directory that does not exist
 		{"bad cwd", startErr(&processpb.StartRequest{Process: &processpb.ProcessConfig{Cmd: "true", Cwd: &missing}, Stdin: &no}),
 			connect.CodeInvalidArgument, missing},

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/corral-sh/corral/api/envd/processpb"
 	"github.com/corral-sh/corral/supervisor"
 )
 
@@ -29,14 +28,6 @@ func TestSessionOfTag(t *testing.T) {
 		if got != tc.want {
 			t.Errorf("session(%q) = %q, want %q", tc.tag, got, tc.want)
 		}
-	}
-}
-
-func TestShellCommandQuotes(t *testing.T) {
-	got := shellCommand(&processpb.ProcessConfig{Cmd: "/bin/bash", Args: []string{"-l", "-c", "echo 'hi'"}})
-	want := `exec 3>&- -- '/bin/bash' '-l' '-c' 'echo '\''hi'\'''`
-	if got != want {
-		t.Errorf("shellCommand = %s, want %s", got, want)
 	}
 }
 

@@ -43,7 +43,7 @@ func (r *rpc) Start(ctx context.Context, req *connect.Request[processpb.StartReq
 	}
 	jr := supervisor.JobRequest{
 		Request: supervisor.Request{
-			Command: shellCommand(cfg),
+			Argv:    argv(cfg),
 			Dir:     s.dir(cfg.Cwd),
 			Env:     cfg.GetEnvs(),
 			Session: session(m.GetTag()),

@@ -195,24 +195,11 @@ func session(tag string) string {
 	return "envd-" + hex.EncodeToString(sum[:8])
 }
 
-// shellCommand is the job's command: the shell execs cmd with args, so the
-// program gets the pid envd would report. Descriptor 3 (the session-state
-// pipe of a tracked session) is closed for it: the exec'd program never
-// reports state.
-func shellCommand(cfg *processpb.ProcessConfig) string {
-	var b strings.Builder
-	b.WriteString("exec 3>&- -- ")
-	b.WriteString(quote(cfg.GetCmd()))
-	for _, a := range cfg.GetArgs() {
-		b.WriteByte(' ')
-		b.WriteString(quote(a))
-	}
-	return b.String()
-}
-
-// quote quotes s as one word for bash.
-func quote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+// argv is the job's program and arguments, run as envd runs them: the
+// program itself is the process (no shell around it), so the pid the start
+// event reports is the program's and a signal reaches it first.
+func argv(cfg *processpb.ProcessConfig) []string {
+	return append([]string{cfg.GetCmd()}, cfg.GetArgs()...)
 }
 
 // lifetime is the process's lifetime: what is left of the stream's
