@@ -130,8 +130,17 @@ func (s *Supervisor) start(v validated) (_ *proc, retErr error) {
 	}
 	cmd.Dir = v.Dir
 	var base []string
+	var gate *startGate
+	if s.gateable(v) {
+		gate = newGate()
+		defer func() {
+			if gate != nil && !gate.begun {
+				gate.abandon() // the start failed before the shell's
+			}
+		}()
+	}
 	if s.tracked(v) {
-		if p.state, err = s.beginState(v); err != nil {
+		if p.state, err = s.beginState(v, gate != nil); err != nil {
 			return nil, err
 		}
 		defer func() {
@@ -156,10 +165,20 @@ func (s *Supervisor) start(v validated) (_ *proc, retErr error) {
 	if p.state != nil {
 		p.state.prepare(cmd)
 	}
+	if gate != nil && !gate.attach(s, cmd, p.state) {
+		gate = nil
+	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, wOut, wErr
-	p.journalStart()
+	if gate != nil {
+		gate.begin(p)
+	} else {
+		p.journalStart()
+	}
 	tree, err := s.trees.StartLimited(cmd, killtree.Limits{
 		MemoryBytes: v.Limits.MemoryBytes, CPUs: v.Limits.CPUs, Pids: v.Limits.Pids})
+	if gate != nil {
+		gate.release(err == nil)
+	}
 	if errors.Is(err, syscall.E2BIG) {
 		err = argSizeError(cmd, err)
 		p.journalAbandon(err)

@@ -53,9 +53,25 @@ type sessionTable struct {
 	max int
 	m   map[string]*session // guarded by mu
 
-	scriptOnce sync.Once
-	script     *os.File // the shared start-up script (Linux: statechan_linux.go)
-	scriptErr  error
+	// scripts are the shared start-up scripts (Linux: statechan_linux.go),
+	// one per startScript variant: see scriptIndex.
+	scripts [3]struct {
+		once sync.Once
+		f    *os.File
+		err  error
+	}
+}
+
+// scriptIndex numbers the startScript variants: tracked, tracked and
+// gated, gated.
+func scriptIndex(tracked, gated bool) int {
+	switch {
+	case !gated:
+		return 0
+	case tracked:
+		return 1
+	}
+	return 2
 }
 
 func (t *sessionTable) init(max int) {
@@ -70,6 +86,7 @@ type stateStart struct {
 	env   []string // the base environment; nil is the supervisor's
 	note  string   // said on the Result's stderr (a vanished cwd)
 	ch    stateChannel
+	gated bool     // the script holds the start gate (journalgate.go)
 	extra []string // what the child's environment gains (stateEnv)
 }
 
@@ -83,7 +100,7 @@ func (s *Supervisor) tracked(v validated) bool {
 // the directory and environment the command starts from together with the
 // channel that carries its state back (stateChannel). The caller prepares
 // the command with it and tells it when the command started, or abandons it.
-func (s *Supervisor) beginState(v validated) (*stateStart, error) {
+func (s *Supervisor) beginState(v validated, gated bool) (*stateStart, error) {
 	t := &s.sessions
 	t.mu.Lock()
 	sess := t.m[v.Session]
@@ -131,7 +148,7 @@ func (s *Supervisor) beginState(v validated) (*stateStart, error) {
 		return st, nil // a program, not the shell: nothing reports its end state
 	}
 	var err error
-	if st.ch, err = s.openStateChannel(); err != nil {
+	if st.ch, st.gated, err = s.openStateChannel(gated); err != nil {
 		s.endState(st, nil)
 		return nil, fmt.Errorf("supervisor: session state: %w", err)
 	}

@@ -43,14 +43,39 @@ const (
 		`{ builtin printf "\0corral-state 1\0"; builtin pwd -P || builtin printf "%s\n" "$PWD"; ` +
 		`builtin printf "\0"; builtin export -p; builtin printf "\0corral-end\0"; } >&3 2>/dev/null || :' EXIT`
 
+	// restoreBashEnv gives the command its own BASH_ENV back and sources it.
+	restoreBashEnv = `if [[ $CORRAL_BASH_ENV == +* ]]; then BASH_ENV=${CORRAL_BASH_ENV#+}; unset CORRAL_BASH_ENV; ` +
+		`[[ -n $BASH_ENV ]] && . "$BASH_ENV"; else unset CORRAL_BASH_ENV BASH_ENV; fi` + "\n"
+
 	// stateScript is the BASH_ENV script of every tracked command. The
 	// user's BASH_ENV is sourced before the trap is set, so a trap it sets
 	// cannot replace corral's.
-	stateScript = "exec 4<&-\n" +
-		`if [[ $CORRAL_BASH_ENV == +* ]]; then BASH_ENV=${CORRAL_BASH_ENV#+}; unset CORRAL_BASH_ENV; ` +
-		`[[ -n $BASH_ENV ]] && . "$BASH_ENV"; else unset CORRAL_BASH_ENV BASH_ENV; fi` + "\n" +
-		stateTrap + "\n"
+	stateScript = "exec 4<&-\n" + restoreBashEnv + stateTrap + "\n"
+
+	// gateFD is the child's descriptor of the start gate: the read end of
+	// a pipe the supervisor writes one byte to once the command's journal
+	// entry is committed (journalgate.go).
+	gateFD = 5
+
+	// gateLine holds the shell at the gate, before anything of the
+	// command's (its BASH_ENV included) runs. Without the byte (the
+	// supervisor died, so the write end closed) the shell exits at once.
+	gateLine = "builtin read -r -n 1 -u 5 CORRAL_GATE || builtin exit 125; builtin unset CORRAL_GATE; exec 5<&-\n"
 )
+
+// startScript is the BASH_ENV script of a command: the state trap when
+// tracked, the start gate when gated (one of the two at least).
+func startScript(tracked, gated bool) string {
+	s := "exec 4<&-\n"
+	if gated {
+		s += gateLine
+	}
+	s += restoreBashEnv
+	if tracked {
+		s += stateTrap + "\n"
+	}
+	return s
+}
 
 // MaxSessionStateBytes bounds a session's saved state as the shell reports
 // it. A larger state is not saved, and the Result's stderr note says so.

@@ -50,6 +50,15 @@ type pipeState struct {
 	data    chan stateRead
 }
 
+// pipeChannel is newPipeState as an ungated stateChannel.
+func pipeChannel() (stateChannel, bool, error) {
+	ch, err := newPipeState()
+	if err != nil {
+		return nil, false, err
+	}
+	return ch, false, nil
+}
+
 func newPipeState() (*pipeState, error) {
 	r, w, err := os.Pipe()
 	if err != nil {

@@ -33,17 +33,19 @@ type memfdState struct {
 }
 
 // openStateChannel returns a memfd channel, or the pipe channel where no
-// memfd can be had (a kernel before 3.17, a seccomp filter).
-func (s *Supervisor) openStateChannel() (stateChannel, error) {
-	script, err := s.sessions.sharedScript()
+// memfd can be had (a kernel before 3.17, a seccomp filter). gated asks
+// for the script with the start gate; the pipe channel has none, and says
+// so in its gated result.
+func (s *Supervisor) openStateChannel(gated bool) (ch stateChannel, isGated bool, err error) {
+	script, err := s.sessions.sharedScript(true, gated)
 	if err != nil || s.statePipe {
-		return newPipeState()
+		return pipeChannel()
 	}
 	f, err := newMemfd("corral-state", memStateSize, unix.F_SEAL_GROW|unix.F_SEAL_SHRINK|unix.F_SEAL_SEAL)
 	if err != nil {
-		return newPipeState()
+		return pipeChannel()
 	}
-	return &memfdState{f: f, script: script}, nil
+	return &memfdState{f: f, script: script}, gated, nil
 }
 
 // newMemfd makes a memfd of the given size and seals it.
@@ -64,12 +66,15 @@ func newMemfd(name string, size int64, seals int) (*os.File, error) {
 	return f, nil
 }
 
-// sharedScript makes the Supervisor's script memfd once.
-func (t *sessionTable) sharedScript() (*os.File, error) {
-	t.scriptOnce.Do(func() {
-		f, err := newMemfd("corral-state-script", int64(len(stateScript)), 0)
+// sharedScript makes the Supervisor's memfd of one startScript variant
+// once, sealed against every change.
+func (t *sessionTable) sharedScript(tracked, gated bool) (*os.File, error) {
+	sc := &t.scripts[scriptIndex(tracked, gated)]
+	sc.once.Do(func() {
+		text := startScript(tracked, gated)
+		f, err := newMemfd("corral-state-script", int64(len(text)), 0)
 		if err == nil {
-			if _, err = f.WriteAt([]byte(stateScript), 0); err == nil {
+			if _, err = f.WriteAt([]byte(text), 0); err == nil {
 				_, err = unix.FcntlInt(f.Fd(), unix.F_ADD_SEALS,
 					unix.F_SEAL_WRITE|unix.F_SEAL_GROW|unix.F_SEAL_SHRINK|unix.F_SEAL_SEAL)
 			}
@@ -78,9 +83,9 @@ func (t *sessionTable) sharedScript() (*os.File, error) {
 				f = nil
 			}
 		}
-		t.script, t.scriptErr = f, err
+		sc.f, sc.err = f, err
 	})
-	return t.script, t.scriptErr
+	return sc.f, sc.err
 }
 
 func (m *memfdState) childFiles() []*os.File { return childFiles(m.f, m.script) }

@@ -312,9 +312,11 @@ func (s *Supervisor) Close() error {
 		err = errors.Join(err, s.devNull.Close())
 		s.devNull = nil
 	}
-	if s.sessions.script != nil {
-		s.sessions.script.Close()
-		s.sessions.script = nil
+	for i := range s.sessions.scripts {
+		if sc := &s.sessions.scripts[i]; sc.f != nil {
+			sc.f.Close()
+			sc.f = nil
+		}
 	}
 	if s.spills != nil {
 		err = errors.Join(err, s.spills.Close())
