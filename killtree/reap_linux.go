@@ -71,3 +71,48 @@ func (t *Tree) addReaped(ru *unix.Rusage) {
 	t.reaped.CPUSystem += time.Duration(ru.Stime.Nano())
 	t.reaped.PeakMemory = max(t.reaped.PeakMemory, ru.Maxrss*1024) // KiB (getrusage(2))
 }
+
+// reapListed reaps, PID by PID, the zombies of the processes the
+// containment listed (st.dead) that were reparented to this process, and
+// forgets the PIDs it reaped (from then on they may name other processes).
+// They are zombies reapZombies would reap after a scan (a listed PID is
+// attributed to the tree, and wait4 with WNOHANG reaps only an exited child
+// of ours), found without reading /proc for each: the bulk of a large
+// tree's reaping, done while the rest of it still exits and before the
+// sweep's scan, which then finds little left. The leader and the children
+// other code owns are left alone, as by reapZombies. It returns how many it
+// reaped.
+func (t *Tree) reapListed() int {
+	t.mu.Lock()
+	pids := make([]int, 0, len(t.st.dead))
+	for p := range t.st.dead {
+		if p != t.pid {
+			pids = append(pids, p)
+		}
+	}
+	t.mu.Unlock()
+	var done []int
+	for _, p := range pids {
+		if ownedElsewhere(p) {
+			continue
+		}
+		var ws unix.WaitStatus
+		var ru unix.Rusage
+		got, err := unix.Wait4(p, &ws, unix.WNOHANG, &ru)
+		for errors.Is(err, unix.EINTR) {
+			got, err = unix.Wait4(p, &ws, unix.WNOHANG, &ru)
+		}
+		if err == nil && got == p {
+			t.addReaped(&ru)
+			done = append(done, p)
+		}
+		// 0: our child, not exited yet; ECHILD: not our child (yet, or
+		// its own parent reaps it).
+	}
+	t.mu.Lock()
+	for _, p := range done {
+		delete(t.st.dead, p)
+	}
+	t.mu.Unlock()
+	return len(done)
+}
