@@ -103,6 +103,13 @@ type Request struct {
 	// Result comes from the job API and covers all its output. It must not
 	// exceed the timeout, and needs a free job slot (ErrTooManyJobs).
 	Yield time.Duration
+	// User runs the command as this user (a login name or a numeric user
+	// ID) in place of Config.User: its IDs and groups, and its HOME, USER
+	// and LOGNAME; a request without Dir starts in its home. "" and the
+	// user commands run as anyway change nothing. Another user needs a
+	// supervisor running as root, and is never root itself when Config.User
+	// is set (a supervisor told to run commands unprivileged stays so).
+	User string
 	// Limits caps the command's memory, CPU and tasks; zero fields take
 	// the supervisor's defaults, which are also the most a request may ask.
 	Limits Limits
@@ -142,6 +149,7 @@ func checkTimeout(what string, seconds float64, max time.Duration) (time.Duratio
 // validated is a Request after validation, with every default applied.
 type validated struct {
 	Request
+	user *runAs // whom the command runs as; nil: this process's user
 	timeout time.Duration
 	stdout  budget.Policy
 	stderr  budget.Policy
@@ -192,6 +200,14 @@ func (s *Supervisor) validate(r Request) (validated, error) {
 		return bad("yield must be between 0 and the timeout (%g seconds), got %g",
 			v.timeout.Seconds(), r.Yield.Seconds())
 	}
+	v.user = s.user
+	if r.User != "" {
+		u, err := s.requestUser(r.User)
+		if err != nil {
+			return bad("%v", err)
+		}
+		v.user = u
+	}
 	if r.Dir != "" {
 		fi, err := os.Stat(r.Dir)
 		if err != nil {
@@ -200,8 +216,8 @@ func (s *Supervisor) validate(r Request) (validated, error) {
 		if !fi.IsDir() {
 			return bad("cwd %q is not a directory", r.Dir)
 		}
-		if s.user != nil && !s.user.canEnter(r.Dir) {
-			return bad("cwd %q: user %s may not enter it", r.Dir, s.user.name)
+		if v.user != nil && !v.user.canEnter(r.Dir) {
+			return bad("cwd %q: user %s may not enter it", r.Dir, v.user.name)
 		}
 	}
 	for k, val := range r.Env {
@@ -349,7 +365,7 @@ func (s *Supervisor) environ(v validated, runID string, base []string) []string 
 		if !ok || k == "" || k == RunIDEnv {
 			continue
 		}
-		if promptKeys[k] && !s.cfg.NoPromptSuppression || userKeys[k] && s.user != nil {
+		if promptKeys[k] && !s.cfg.NoPromptSuppression || userKeys[k] && v.user != nil {
 			if !fromSession {
 				continue
 			}
@@ -364,8 +380,8 @@ func (s *Supervisor) environ(v validated, runID string, base []string) []string 
 	if !s.cfg.NoPromptSuppression {
 		defaults = promptSuppression
 	}
-	if s.user != nil {
-		defaults = append(s.user.env(), defaults...)
+	if v.user != nil {
+		defaults = append(v.user.env(), defaults...)
 	}
 	for _, kv := range defaults {
 		k, _, _ := strings.Cut(kv, "=")

@@ -151,10 +151,10 @@ func (s *Supervisor) start(v validated) (_ *proc, retErr error) {
 		cmd.Dir, base = p.state.dir, p.state.env
 	}
 	cmd.Env = s.environ(v, p.id, base)
-	if s.user != nil {
-		s.user.apply(cmd)
+	if v.user != nil {
+		v.user.apply(cmd)
 		if cmd.Dir == "" {
-			cmd.Dir = s.user.dir
+			cmd.Dir = v.user.dir
 		}
 	}
 	if v.Argv != nil {

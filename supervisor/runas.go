@@ -1,10 +1,12 @@
 package supervisor
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/user"
 	"strconv"
+	"strings"
 )
 
 // runAs is the unprivileged user commands run as (Config.User), resolved
@@ -67,6 +69,36 @@ func lookupRunAs(name string) (*runAs, error) {
 	if wd, err := os.Getwd(); err == nil && r.canEnter(wd) {
 		r.dir = wd
 	} else if r.canEnter(r.home) {
+		r.dir = r.home
+	}
+	return r, nil
+}
+
+// requestUser resolves Request.User: the configured user (or this
+// process's, when none is configured) when it names that user, else
+// another user, which lookupRunAs checks (root only; never root). A user
+// of the request starts a request without Dir in its home (when it can
+// enter it, else "/"), not in the supervisor's directory.
+func (s *Supervisor) requestUser(name string) (*runAs, error) {
+	if s.user != nil && (name == s.user.name || name == strconv.FormatUint(uint64(s.user.uid), 10)) {
+		return s.user, nil
+	}
+	if s.user == nil {
+		if me, err := user.Current(); err == nil && (name == me.Username || name == me.Uid) {
+			return nil, nil
+		}
+	}
+	r, err := lookupRunAs(name)
+	var unknown user.UnknownUserError
+	switch {
+	case errors.As(err, &unknown):
+		return nil, fmt.Errorf("user %q does not exist", name)
+	case err != nil:
+		prefix := fmt.Sprintf("supervisor: run as %q: ", name)
+		return nil, fmt.Errorf("user %q: %s", name, strings.TrimPrefix(err.Error(), prefix))
+	}
+	r.dir = "/"
+	if r.canEnter(r.home) {
 		r.dir = r.home
 	}
 	return r, nil

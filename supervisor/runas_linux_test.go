@@ -3,6 +3,7 @@ package supervisor
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/user"
@@ -14,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/corral-sh/corral/internal/proctest"
 	"github.com/corral-sh/corral/killtree"
 )
 
@@ -181,6 +183,77 @@ func BenchmarkRunAs(b *testing.B) {
 					runTrue(b, s)
 				}
 			})
+		}
+	}
+}
+
+// TestRequestUser: Request.User runs one command as another user, with
+// that user's IDs, environment and home as the default directory, and its
+// tree is killed whole; the configured user, this process's user and bad
+// names are answered as documented.
+func TestRequestUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("running commands as another user needs root")
+	}
+	nobody, err := user.Lookup("nobody")
+	if err != nil {
+		t.Skipf("no user nobody: %v", err)
+	}
+	s := newSup(t, Config{})
+	res := run(t, s, Request{User: "nobody", Command: `id -un; id -u; echo "$HOME $USER $LOGNAME"; pwd`})
+	lines := strings.Split(strings.TrimSpace(res.Stdout), "\n")
+	wantDir := "/"
+	if fi, err := os.Stat(nobody.HomeDir); err == nil && fi.IsDir() {
+		wantDir = nobody.HomeDir
+	}
+	want := []string{"nobody", nobody.Uid, nobody.HomeDir + " nobody nobody", wantDir}
+	if fmt.Sprint(lines) != fmt.Sprint(want) {
+		t.Errorf("as nobody: %q (stderr %q), want %q", lines, res.Stderr, want)
+	}
+	// By number too; and root, the user this process runs as, is itself.
+	if res := run(t, s, Request{User: nobody.Uid, Command: "id -un"}); res.Stdout != "nobody\n" {
+		t.Errorf("as uid %s: %q", nobody.Uid, res.Stdout)
+	}
+	if res := run(t, s, Request{User: "root", Command: "id -u"}); res.Stdout != "0\n" {
+		t.Errorf("as root, the server's own user: %q", res.Stdout)
+	}
+	// The next command without a user runs as this process again.
+	if res := run(t, s, Request{Command: "id -u"}); res.Stdout != "0\n" {
+		t.Errorf("without a user after one: %q", res.Stdout)
+	}
+
+	// Its tree goes down whole, a child that left the session included.
+	entry, marker := proctest.Marker(t)
+	k, v, _ := strings.Cut(entry, "=")
+	st, err := s.StartJob(JobRequest{Request: Request{User: "nobody", Env: map[string]string{k: v},
+		Command: "setsid sleep 300 & sleep 300"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range proctest.AtLeast(marker, 3, 5*time.Second, nil) {
+		var st syscall.Stat_t
+		if err := syscall.Stat(fmt.Sprintf("/proc/%d", p.PID), &st); err == nil && fmt.Sprint(st.Uid) != nobody.Uid {
+			t.Errorf("%v runs as uid %d, want nobody's %s", p, st.Uid, nobody.Uid)
+		}
+	}
+	if _, err := s.KillJob(st.ID); err != nil {
+		t.Fatal(err)
+	}
+	proctest.NoSurvivors(t, marker, time.Second)
+
+	for _, tc := range []struct {
+		cfg  Config
+		user string
+		want string
+	}{
+		{Config{}, "corral-no-such-user-xyz", `user "corral-no-such-user-xyz" does not exist`},
+		{Config{User: "nobody"}, "root", `user "root": that is root`},
+	} {
+		s := newSup(t, tc.cfg)
+		_, err := s.Run(t.Context(), Request{User: tc.user, Command: "true"})
+		var re *RequestError
+		if !errors.As(err, &re) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("config user %q, request user %q: %v, want a RequestError with %q", tc.cfg.User, tc.user, err, tc.want)
 		}
 	}
 }

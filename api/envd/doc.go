@@ -37,9 +37,13 @@
 //     to every member and SIGKILL after the supervisor's grace; either call
 //     returns once the tree is gone. descendants is accepted (the whole tree
 //     is always signalled); other signals are Unimplemented.
-//   - Users: only the user commands run as (the server's own, or its
-//     --run-as user) may be named in envd's "Authorization: Basic" header;
-//     another is InvalidArgument. No header means that user.
+//   - Users: envd's "Authorization: Basic base64(user:)" names the user
+//     the process runs as (supervisor.Request.User): its IDs and groups,
+//     HOME, USER and LOGNAME, and its home as the default cwd. Another user
+//     than the one commands run as anyway needs corral to run as root, and
+//     is never root when corral runs commands as a --run-as user; else, and
+//     for a user that does not exist, InvalidArgument. No header means the
+//     user commands run as.
 //
 // Errors carry Connect codes: InvalidArgument, NotFound, Unimplemented,
 // ResourceExhausted (too many jobs), Unavailable (shutting down) and

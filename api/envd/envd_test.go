@@ -353,7 +353,7 @@ func TestErrors(t *testing.T) {
 			Envs: map[string]string{"A=B": "x"}}}), connect.CodeInvalidArgument, "A=B"},
 		// another user than the one commands run as
 		{"other user", startErr(&processpb.StartRequest{Process: &processpb.ProcessConfig{Cmd: "true"}}, "Authorization", other),
-			connect.CodeInvalidArgument, `user "nobody-else" is not supported`},
+			connect.CodeInvalidArgument, `user "nobody-else" does not exist`},
 		// no PTY to resize
 		{"update", unaryErr(e.client.Update(ctx, connect.NewRequest(&processpb.UpdateRequest{Process: pidSel(1)}))),
 			connect.CodeUnimplemented, "PTY"},
@@ -689,6 +689,30 @@ func TestKeepaliveAndTimeout(t *testing.T) {
 		t.Errorf("stream: end %v err %v, want an end or deadline_exceeded", r.end, r.err)
 	}
 	proctest.NoSurvivors(t, marker, 3*time.Second)
+}
+
+// TestStartAsUser: envd's Basic user names the user the process runs as
+// when corral runs as root: its IDs and its home as the default cwd.
+func TestStartAsUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("running a process as another user needs root")
+	}
+	nobody, err := user.Lookup("nobody")
+	if err != nil {
+		t.Skipf("no user nobody: %v", err)
+	}
+	t.Parallel()
+	e := newEnv(t)
+	r := connect.NewRequest(bash("", `id -un; pwd -P; echo "$HOME"`))
+	r.Header().Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte("nobody:")))
+	got := collect(started(t)(e.client.Start(context.Background(), r)))
+	wantDir := "/"
+	if fi, err := os.Stat(nobody.HomeDir); err == nil && fi.IsDir() {
+		wantDir, _ = filepath.EvalSymlinks(nobody.HomeDir)
+	}
+	if want := "nobody\n" + wantDir + "\n" + nobody.HomeDir + "\n"; got.stdout.String() != want {
+		t.Errorf("as nobody: %q (stderr %q), want %q", got.stdout.String(), got.stderr.String(), want)
+	}
 }
 
 func TestToken(t *testing.T) {

@@ -38,13 +38,15 @@ func (r *rpc) Start(ctx context.Context, req *connect.Request[processpb.StartReq
 		return connect.NewError(connect.CodeUnimplemented,
 			errors.New("PTY processes are not supported: corral runs commands with pipes; start it without pty"))
 	}
-	if err := s.checkUser(req.Header()); err != nil {
+	runAs, err := s.requestUser(req.Header())
+	if err != nil {
 		return err
 	}
 	jr := supervisor.JobRequest{
 		Request: supervisor.Request{
 			Argv:    argv(cfg),
-			Dir:     s.dir(cfg.Cwd),
+			Dir:     s.dir(cfg.Cwd, runAs),
+			User:    runAs,
 			Env:     cfg.GetEnvs(),
 			Session: session(m.GetTag()),
 			Label:   label,

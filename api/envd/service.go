@@ -139,44 +139,54 @@ func writeUnauthenticated(w http.ResponseWriter) {
 	fmt.Fprintf(w, `{"code":"unauthenticated","message":"a valid %s header is required"}`, accessTokenHeader)
 }
 
-// checkUser accepts envd's "Authorization: Basic base64(user:)" naming the
-// user commands run as, or no header.
-func (s *Service) checkUser(h http.Header) error {
+// requestUser reads envd's "Authorization: Basic base64(user:)": the user
+// the process runs as. "" (no header, or the user commands run as anyway)
+// is the supervisor's user; another is passed on to the supervisor, which
+// runs the command as that user only when it runs as root (and never as
+// root when it was told to run commands as another user).
+func (s *Service) requestUser(h http.Header) (string, error) {
 	v := h.Get("Authorization")
 	if v == "" {
-		return nil
+		return "", nil
 	}
 	scheme, cred, _ := strings.Cut(v, " ")
 	if !strings.EqualFold(scheme, "Basic") {
-		return connect.NewError(connect.CodeInvalidArgument,
+		return "", connect.NewError(connect.CodeInvalidArgument,
 			fmt.Errorf("authorization must be Basic with the user name, got scheme %q", scheme))
 	}
 	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(cred))
 	if err != nil {
-		return connect.NewError(connect.CodeInvalidArgument, errors.New("authorization: the Basic credentials are not base64"))
+		return "", connect.NewError(connect.CodeInvalidArgument, errors.New("authorization: the Basic credentials are not base64"))
 	}
 	name, _, _ := strings.Cut(string(raw), ":")
-	if name == "" || name == s.user {
-		return nil
+	if name == s.user {
+		return "", nil
 	}
-	return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf(
-		"user %q is not supported: corral runs every command as %q (the server's user, or its --run-as user)", name, s.user))
+	return name, nil
 }
 
-// dir resolves envd's cwd: "~" and "~/..." are the user's home; none is
-// the home too, as in envd.
-func (s *Service) dir(cwd *string) string {
+// dir resolves envd's cwd for a process of the named user ("" the
+// supervisor's): "~" and "~/..." are the user's home; none is the home
+// too, as in envd.
+func (s *Service) dir(cwd *string, name string) string {
+	home := s.home
+	if name != "" {
+		home = ""
+		if u, err := user.Lookup(name); err == nil {
+			home = u.HomeDir
+		}
+	}
 	if cwd == nil || *cwd == "" {
-		if s.home != "" {
-			if fi, err := os.Stat(s.home); err == nil && fi.IsDir() {
-				return s.home
+		if home != "" {
+			if fi, err := os.Stat(home); err == nil && fi.IsDir() {
+				return home
 			}
 		}
 		return ""
 	}
 	c := *cwd
-	if s.home != "" && (c == "~" || strings.HasPrefix(c, "~/")) {
-		return filepath.Join(s.home, c[1:])
+	if home != "" && (c == "~" || strings.HasPrefix(c, "~/")) {
+		return filepath.Join(home, c[1:])
 	}
 	return c
 }
