@@ -149,7 +149,7 @@ func checkTimeout(what string, seconds float64, max time.Duration) (time.Duratio
 // validated is a Request after validation, with every default applied.
 type validated struct {
 	Request
-	user *runAs // whom the command runs as; nil: this process's user
+	user    *runAs // whom the command runs as; nil: this process's user
 	timeout time.Duration
 	stdout  budget.Policy
 	stderr  budget.Policy
