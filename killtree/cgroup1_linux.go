@@ -121,6 +121,7 @@ func (c *cgroup1) kill(deadline time.Time) ([]int, error) {
 	}
 	c.lims.notePidsEvents()
 	c.blockForks()
+	c.lims.liftCPU()
 	seen := map[int]bool{}
 	var all []int
 	var failed firstErr

@@ -204,6 +204,7 @@ func (c *cgroup2) kill(time.Time) ([]int, error) {
 	if err := writeFile(filepath.Join(c.dir, "cgroup.kill"), "1"); err != nil {
 		return pids, err
 	}
+	c.lims.liftCPU()
 	thawNested(c.dir)
 	return pids, nil
 }

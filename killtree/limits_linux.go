@@ -147,6 +147,23 @@ func (l *cgLimits) writeMemory(bytes, was int64) error {
 	return nil
 }
 
+// liftCPU removes the CPU quota of a containment whose kill has begun. A
+// dying process needs the CPU to exit (tearing down its memory: about 1 ms
+// a process on a small VM), and a quota throttles the way down as it did
+// the work: 84 processes under 0.1 CPU ended 1.35 s past their deadline
+// with it kept. Lifted, the tree runs unthrottled only to its end: on v2
+// after cgroup.kill, on v1 for the few milliseconds before the freezer
+// stops it (a throttled task would also be slow to freeze). Errors are
+// ignored: the kill goes on either way.
+func (l *cgLimits) liftCPU() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lim.CPUs > 0 {
+		_ = l.writeCPU(0)
+		l.lim.CPUs = 0
+	}
+}
+
 // writeCPU writes the CPU quota (0: none).
 func (l *cgLimits) writeCPU(cpus float64) error {
 	quota := int64(math.Round(cpus * cfsPeriod))

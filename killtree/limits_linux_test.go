@@ -213,6 +213,34 @@ func TestCPULimit(t *testing.T) {
 	}
 }
 
+// TestKillLiftsCPUQuota: the kill of a CPU-limited tree with live members
+// lifts its quota (a dying process needs the CPU to exit, and a quota
+// throttled the way down: 84 processes under 0.1 CPU ended 1.35 s late),
+// while Limits still says what the command was given.
+func TestKillLiftsCPUQuota(t *testing.T) {
+	safety := proctest.Safe(t, safetyPids)
+	for _, tier := range []Tier{TierCgroup2, TierCgroup1} {
+		t.Run(string(tier), func(t *testing.T) {
+			tr, _, _ := runLimitedUntil(t, safety, tier, Config{}, Limits{CPUs: 0.1},
+				"sleep 100 & sleep 100 & wait", 10*time.Second,
+				func(tr *Tree) bool { n, _ := tr.Members(); return n >= 3 })
+			if n, _ := tr.Members(); n != 0 {
+				t.Fatalf("%d members after the kill", n)
+			}
+			var quota string
+			for _, d := range tr.c.dirs() {
+				quota += readFileOr(filepath.Join(d, "cpu.cfs_quota_us")) + readFileOr(filepath.Join(d, "cpu.max"))
+			}
+			if q := strings.Fields(quota); len(q) == 0 || (q[0] != "-1" && q[0] != "max") {
+				t.Errorf("cpu quota files say %q after the kill, want no quota (-1 or max)", quota)
+			}
+			if got := tr.Limits().CPUs; got != 0.1 {
+				t.Errorf("Limits().CPUs = %v after the kill, want the 0.1 the command was given", got)
+			}
+		})
+	}
+}
+
 // TestPidsLimitReached: a fork loop under pids 100 is refused forks, and
 // Reached says pids on every tier that has a pids limit; pgroup lists it
 // as not enforced.
