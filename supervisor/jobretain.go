@@ -10,6 +10,14 @@ import (
 // their bytes need its room; the job that exited first goes first. A
 // forgotten job answers ErrJobExpired with the reason.
 
+// jobRecordBytes is what a retained job takes besides its output: the job,
+// its Result's fields, its capture's structures, its entry in the table,
+// and the room its small objects pin in partly used spans of the heap
+// (TestJobRecordBytes measures it). The caps count it with the output, as
+// allocated (internal/heapsize), so that what the exited jobs hold in all
+// stays within MaxRetainedBytes.
+const jobRecordBytes = 4 << 10
+
 // forgetReason says why an exited job was forgotten.
 type forgetReason uint8
 

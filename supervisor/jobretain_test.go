@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/corral-sh/corral/internal/heapsize"
 )
 
 // runJob starts req as a job, waits for its end and returns its ID.
@@ -150,4 +152,56 @@ func heapInUse() int64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return int64(m.HeapInuse)
+}
+
+// TestJobRecordBytes: what a retained job holds besides its output (its
+// record: the job, its Result, its capture's structures, its table entry,
+// and the partly used spans its small objects pin) is within the
+// jobRecordBytes the caps count for it. The heap after 256 retained jobs
+// that print a line is compared with the heap after 256 such jobs none of
+// which is retained (MaxRetainedJobs 1), so what running them leaves
+// behind anyway (pools, the runtime's caches) cancels out; the line's
+// ring and view are counted apart, as the caps count them.
+func TestJobRecordBytes(t *testing.T) {
+	const n = 256
+	heapAfter := func(keep int) (inUse, objects int64) {
+		s := newSup(t, Config{MaxRetainedJobs: keep})
+		req := marked(t, Request{Command: "echo ok"})
+		runJob(t, s, req) // warm up the pools and the containment
+		before, beforeObj := heapInUse(), heapObjects()
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				for range n / 8 {
+					runJob(t, s, req)
+				}
+			})
+		}
+		wg.Wait()
+		inUse, objects = heapInUse()-before, heapObjects()-beforeObj
+		if got := len(s.Jobs()); got != min(keep, n+1) {
+			t.Fatalf("%d jobs retained, want %d", got, min(keep, n+1))
+		}
+		s.Close()
+		return inUse, objects
+	}
+	noneInUse, noneObj := heapAfter(1)
+	allInUse, allObj := heapAfter(n + 1)
+	output := 2*heapsize.Of(len("ok\n")) + heapsize.Of(len("ok")) // the ring, the view
+	perObj := (allObj-noneObj)/n - output
+	per := (allInUse-noneInUse)/n - output
+	t.Logf("a retained job's record: %d bytes of objects, %d bytes of heap in use (spans it pins) (jobRecordBytes %d)",
+		perObj, per, jobRecordBytes)
+	if per > jobRecordBytes || perObj > jobRecordBytes {
+		t.Errorf("a retained job's record takes %d bytes of heap (%d of objects), more than the %d the caps count",
+			per, perObj, jobRecordBytes)
+	}
+}
+
+// heapObjects is the bytes of live objects after a collection.
+func heapObjects() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
 }
