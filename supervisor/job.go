@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/corral-sh/corral/internal/heapsize"
 	"github.com/corral-sh/corral/killtree"
 )
 
@@ -24,7 +23,8 @@ const (
 	// DefaultMaxRetainedJobs bounds the exited jobs kept readable.
 	DefaultMaxRetainedJobs = 256
 	// DefaultMaxRetainedBytes bounds the memory the exited jobs take (their
-	// tail rings, their Results' views and their records), all together.
+	// tail rings, their Results' views, their records and the runtime's
+	// overhead on them), all together.
 	DefaultMaxRetainedBytes = 64 << 20
 	// MaxOutputWait bounds one long-poll read of a job's output.
 	MaxOutputWait = 30 * time.Second
@@ -327,8 +327,7 @@ func (t *jobTable) supervise(ctx context.Context, j *job, p *proc) {
 	// What an exited job keeps: the tail rings that cursor reads use,
 	// shrunk to their content, and its Result; the head capture served
 	// the Result and goes.
-	footprint := j.out.release() + j.err.release() + heapsize.Of(len(res.Stdout)) + heapsize.Of(len(res.Stderr)) +
-		jobRecordBytes
+	footprint := exitedFootprint(j.out.release()+j.err.release(), &res)
 	j.mu.Lock()
 	j.result, j.tree = res, nil
 	j.mu.Unlock()

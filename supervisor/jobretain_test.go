@@ -84,8 +84,9 @@ func TestJobRetainedCount(t *testing.T) {
 // Result.
 func TestJobRetainedBytes(t *testing.T) {
 	t.Parallel()
-	// Each job keeps about 40 KB: its 20,000-byte ring and its 20,000-byte
-	// view. Two fit in 100,000 bytes, three do not.
+	// Each job counts 47,872 bytes: its 20,000-byte ring and its
+	// 20,000-byte view as allocated (20,480 each), its 4 KiB record, and
+	// 1/16 of these for the runtime. Two fit in 100,000 bytes, three do not.
 	s := newSup(t, Config{MaxRetainedBytes: 100_000})
 	req := marked(t, Request{Command: "head -c 20000 /dev/zero | tr '\\0' x"})
 	var ids []string
@@ -204,4 +205,27 @@ func heapObjects() int64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return int64(m.HeapAlloc)
+}
+
+// TestExitedFootprint: an exited job counts its buffers as allocated (a
+// 98,400-byte view takes 13 pages, 106,496 bytes), its record, and 1/16
+// of these for the runtime.
+func TestExitedFootprint(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		rings int64
+		res   Result
+		want  int64
+	}{
+		{"nothing printed", 0, Result{}, 4096 + 4096/16},
+		{"a line", 16, Result{Stdout: "hi\n"}, (16 + 8 + 4096) + (16+8+4096)/16},
+		{"1 MB of output", 512 << 10, Result{Stdout: strings.Repeat("x", 98400), Stderr: "oops"},
+			(524288 + 106496 + 8 + 4096) + (524288+106496+8+4096)/16},
+	}
+	for _, tt := range tests {
+		if got := exitedFootprint(tt.rings, &tt.res); got != tt.want {
+			t.Errorf("%s: exitedFootprint = %d, want %d", tt.name, got, tt.want)
+		}
+	}
 }
