@@ -24,8 +24,9 @@ const jobRecordBytes = 4 << 10
 // span structures, grown stacks, the free room of partly used spans: none of
 // it is in the heap's objects, all of it is in the server's RSS). Measured
 // with `corral serve` after 1,000 jobs of 1 MB output, 8 at a time
-// (TestFigureRetainedJobsRSS): 3.3% of the retained heap plus 0.8 MiB that
-// the same burst leaves when no job is retained; 1/16 of 64 MiB covers both.
+// (TestFigureRetainedJobsRSS): about 3% of the retained heap plus 0.8 MiB
+// that the same burst leaves when no job is retained; 1/16 of 64 MiB covers
+// both (a much smaller cap leaves that 0.8 MiB a larger share).
 const heapOverhead = 16
 
 // exitedFootprint is what the caps count for an exited job whose tail rings
