@@ -24,7 +24,7 @@ func needFigures(t *testing.T) {
 }
 
 // TestFigureRetainedJobsRSS: a server with the default retention caps (256
-// exited jobs, 64 MiB of their output) runs 1,000 background jobs of 1 MB
+// exited jobs, 64 MiB of their memory) runs 1,000 background jobs of 1 MB
 // output each, 8 at a time. What the exited jobs keep is capped (the heap
 // test of the cap is supervisor's TestJobRetainedMemory). While jobs run,
 // the RSS also holds the Go runtime's headroom (the heap may reach twice the

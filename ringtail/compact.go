@@ -1,6 +1,10 @@
 package ringtail
 
-import "github.com/smallnest/ringbuffer"
+import (
+	"github.com/corral-sh/corral/internal/heapsize"
+
+	"github.com/smallnest/ringbuffer"
+)
 
 // Compact shrinks the Tail to what it holds, for a stream that has ended: a
 // finished command's tail then costs its content, not a whole ring of
@@ -24,13 +28,15 @@ func (t *Tail) Compact() {
 	t.ring = t.copyRingLocked(held)
 }
 
-// Footprint is the memory the Tail's buffers take now, in bytes.
+// Footprint is the memory the Tail's buffers take now, in bytes: their
+// capacity as the allocator rounds it (to its size class, or to whole
+// 8 KiB pages past 32 KiB), not their length.
 func (t *Tail) Footprint() int64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	n := int64(cap(t.scratch))
+	n := heapsize.Of(cap(t.scratch))
 	if t.ring != nil {
-		n += int64(t.ring.Capacity())
+		n += heapsize.Of(t.ring.Capacity())
 	}
 	return n
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/corral-sh/corral/internal/heapsize"
+
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -22,6 +24,8 @@ func TestCompact(t *testing.T) {
 		{"empty", "", "x\n"},
 		// Less than the ring: it shrinks to the content.
 		{"short", "one\ntwo\n", "three\nfour\n"},
+		// Between two size classes: it takes the larger.
+		{"rounded", "one\ntwo\nsix\n", "seven\n"},
 		// Past the line bound and the ring: already full, kept.
 		{"wrapped", string(bytes.Repeat([]byte("abcdefghi\n"), 20)), "end"},
 	}
@@ -37,8 +41,8 @@ func TestCompact(t *testing.T) {
 			if diff := cmp.Diff(wantCounts, tl.Counts()); diff != "" {
 				t.Errorf("Counts after Compact (-want +got):\n%s", diff)
 			}
-			if got, want := tl.Footprint(), min(int64(len(tt.before)), 64); got != want {
-				t.Errorf("Footprint after Compact = %d, want %d (the bytes held, no scratch)", got, want)
+			if got, want := tl.Footprint(), heapsize.Of(min(len(tt.before), 64)); got != want {
+				t.Errorf("Footprint after Compact = %d, want %d (the bytes held as the allocator rounds them, no scratch)", got, want)
 			}
 			if data, start := tl.Since(0); !bytes.Equal(data, []byte(tt.before)[start:]) {
 				t.Errorf("Since(0) after Compact = %q at %d", data, start)

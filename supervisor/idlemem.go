@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -57,6 +58,11 @@ func (s *Supervisor) returnIdleMemory() {
 	}
 	m.last = time.Now()
 	m.mu.Unlock()
+	// A sync.Pool keeps what it held before a collection one more cycle
+	// (its victim cache): the drains' 64 KiB read buffers, encoding/json's
+	// buffers grown to the size of a Result. The first collection moves
+	// them there, the one FreeOSMemory runs frees them.
+	runtime.GC()
 	debug.FreeOSMemory()
 }
 

@@ -6,9 +6,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/corral-sh/corral/killtree"
 )
 
 // Background job limits.
@@ -19,8 +22,9 @@ const (
 	DefaultMaxJobs        = 32
 	// DefaultMaxRetainedJobs bounds the exited jobs kept readable.
 	DefaultMaxRetainedJobs = 256
-	// DefaultMaxRetainedBytes bounds the memory the exited jobs' output
-	// takes (their tail rings and their Results' views), all together.
+	// DefaultMaxRetainedBytes bounds the memory the exited jobs take (their
+	// tail rings, their Results' views, their records and the runtime's
+	// overhead on them), all together.
 	DefaultMaxRetainedBytes = 64 << 20
 	// MaxOutputWait bounds one long-poll read of a job's output.
 	MaxOutputWait = 30 * time.Second
@@ -128,13 +132,20 @@ type JobOutput struct {
 	Result       *Result `json:"result,omitempty"`
 }
 
-// job is one background job.
+// job is one background job. What it keeps once it exited is its capture's
+// tail rings and its Result: the command's proc (its exec.Cmd, environment,
+// containment, logger) is dropped at its end, so a retained job costs its
+// output and a small record (jobRecordBytes).
 type job struct {
-	id      string
-	command string
-	started time.Time
-	p       *proc
-	cancel  context.CancelFunc
+	id          string
+	command     string
+	session     string
+	started     time.Time
+	pid         int
+	interactive bool
+	stdinW      *os.File  // an interactive job's stdin; nil otherwise
+	out, err    *retained // the capture of stdout and stderr
+	cancel      context.CancelFunc
 	// cancelCause aborts the job with a cause (a yielding command whose
 	// caller went away passes the caller's).
 	cancelCause context.CancelCauseFunc
@@ -149,8 +160,9 @@ type job struct {
 	footprint int64 // bytes its retained output takes
 
 	mu     sync.Mutex
-	wake   chan struct{} // guarded by mu; closed and replaced on new output
-	result Result        // set before done is closed
+	wake   chan struct{}  // guarded by mu; closed and replaced on new output
+	tree   *killtree.Tree // guarded by mu; the running tree, for live usage; nil once it exited
+	result Result         // set before done is closed
 
 	stdinMu sync.Mutex // serialises JobInput
 }
@@ -236,30 +248,31 @@ func (s *Supervisor) StartJob(r JobRequest) (JobStarted, error) {
 		return JobStarted{}, invalid("an interactive job takes its stdin through job input, not stdin")
 	}
 	v.timeout, v.job, v.interactive = lifetime, true, r.Interactive
-	j, err := s.launchJob(v, true)
+	j, _, err := s.launchJob(v, true)
 	if err != nil {
 		return JobStarted{}, err
 	}
-	return JobStarted{ID: j.id, Pid: j.p.tree.Pid()}, nil
+	return JobStarted{ID: j.id, Pid: j.pid}, nil
 }
 
 // launchJob takes a running-job slot, starts v and supervises it in the
 // background. A listed job is in the table at once; a yielding command's
 // job joins it only at the yield (listJob), so a command that ends before
-// its yield never shows up as a job.
-func (s *Supervisor) launchJob(v validated, listed bool) (*job, error) {
-	j := &job{id: newJobID(), command: v.Command, started: time.Now(), done: make(chan struct{}),
-		wake: make(chan struct{}), listed: listed}
+// its yield never shows up as a job. Only the caller and the supervising
+// goroutine hold the returned proc; the job drops it when it ends.
+func (s *Supervisor) launchJob(v validated, listed bool) (*job, *proc, error) {
+	j := &job{id: newJobID(), command: v.Command, session: v.Session, started: time.Now(),
+		interactive: v.interactive, done: make(chan struct{}), wake: make(chan struct{}), listed: listed}
 	v.notify = j.poke
 	t := &s.jobs
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
-		return nil, errClosed
+		return nil, nil, errClosed
 	}
 	if t.running >= t.max {
 		t.mu.Unlock()
-		return nil, jobError(ErrTooManyJobs, "%d background jobs are running, the most allowed; kill one or wait for one to end", t.max)
+		return nil, nil, jobError(ErrTooManyJobs, "%d background jobs are running, the most allowed; kill one or wait for one to end", t.max)
 	}
 	t.running++
 	t.mu.Unlock()
@@ -269,9 +282,9 @@ func (s *Supervisor) launchJob(v validated, listed bool) (*job, error) {
 		t.mu.Lock()
 		t.running--
 		t.mu.Unlock()
-		return nil, err
+		return nil, nil, err
 	}
-	j.p = p
+	j.pid, j.stdinW, j.out, j.err, j.tree = p.tree.Pid(), p.stdinW, p.out, p.err, p.tree
 	ctx, cancel := context.WithCancelCause(context.Background())
 	j.cancel = func() { cancel(nil) }
 	j.cancelCause = cancel
@@ -281,8 +294,8 @@ func (s *Supervisor) launchJob(v validated, listed bool) (*job, error) {
 	}
 	t.wg.Add(1)
 	t.mu.Unlock()
-	go t.supervise(ctx, j)
-	return j, nil
+	go t.supervise(ctx, j, p)
+	return j, p, nil
 }
 
 // listJob makes a yielding command's job visible at its yield. It reports
@@ -302,9 +315,9 @@ func (t *jobTable) listJob(j *job) bool {
 // supervise runs one job to its end, publishes the result, and hands the
 // job to the exited jobs, which forget it after the retention or sooner
 // when the caps need its room.
-func (t *jobTable) supervise(ctx context.Context, j *job) {
+func (t *jobTable) supervise(ctx context.Context, j *job, p *proc) {
 	defer t.wg.Done()
-	res := j.p.finish(j.p.supervise(ctx))
+	res := p.finish(p.supervise(ctx))
 	j.cancel()
 	// The slot is free before anyone learns the job ended, so a start
 	// right after KillJob or WaitJob is never refused for it.
@@ -314,9 +327,9 @@ func (t *jobTable) supervise(ctx context.Context, j *job) {
 	// What an exited job keeps: the tail rings that cursor reads use,
 	// shrunk to their content, and its Result; the head capture served
 	// the Result and goes.
-	footprint := j.p.out.release() + j.p.err.release() + int64(len(res.Stdout)+len(res.Stderr))
+	footprint := exitedFootprint(j.out.release()+j.err.release(), &res)
 	j.mu.Lock()
-	j.result = res
+	j.result, j.tree = res, nil
 	j.mu.Unlock()
 	// Retired before anyone learns the job ended, so that a caller woken by
 	// its end sees the evictions its exit caused (a job it pushed out of
@@ -397,13 +410,19 @@ func (j *job) info() JobInfo {
 		if ok {
 			return res.Usage
 		}
-		return usageOf(j.p.tree.LiveUsage())
+		j.mu.Lock()
+		tree, final := j.tree, j.result.Usage
+		j.mu.Unlock()
+		if tree == nil { // it ended since
+			return final
+		}
+		return usageOf(tree.LiveUsage())
 	}()
 	if ok {
 		state = JobExited
 	}
-	return JobInfo{ID: j.id, Command: j.command, State: state, Pid: j.p.tree.Pid(), StartedAt: j.started,
-		StdoutBytes: j.p.out.tail.Counts().TotalBytes, StderrBytes: j.p.err.tail.Counts().TotalBytes, Usage: usage}
+	return JobInfo{ID: j.id, Command: j.command, State: state, Pid: j.pid, StartedAt: j.started,
+		StdoutBytes: j.out.tail.Counts().TotalBytes, StderrBytes: j.err.tail.Counts().TotalBytes, Usage: usage}
 }
 
 // Jobs lists every job, running or retained, oldest first.

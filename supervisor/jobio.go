@@ -102,7 +102,7 @@ func (s *Supervisor) JobInput(id string, data []byte, closeStdin bool) error {
 	if err != nil {
 		return err
 	}
-	if !j.p.v.interactive {
+	if !j.interactive {
 		return stdinError("job %s was not started interactive", id)
 	}
 	if _, ended := j.exited(); ended {
@@ -110,7 +110,7 @@ func (s *Supervisor) JobInput(id string, data []byte, closeStdin bool) error {
 	}
 	j.stdinMu.Lock()
 	defer j.stdinMu.Unlock()
-	w := j.p.stdinW
+	w := j.stdinW
 	if len(data) > 0 {
 		w.SetWriteDeadline(time.Now().Add(stdinWriteTimeout))
 		if _, err := w.Write(data); err != nil {
@@ -207,9 +207,9 @@ func (s *Supervisor) JobExchange(ctx context.Context, id, stream string, data []
 func (j *job) stream(name string) (*retained, streamIndex, error) {
 	switch name {
 	case Stdout:
-		return j.p.out, stdoutStream, nil
+		return j.out, stdoutStream, nil
 	case Stderr:
-		return j.p.err, stderrStream, nil
+		return j.err, stderrStream, nil
 	}
 	return nil, 0, invalid("stream must be stdout or stderr, got %q", name)
 }

@@ -3,12 +3,41 @@ package supervisor
 import (
 	"fmt"
 	"time"
+
+	"github.com/corral-sh/corral/internal/heapsize"
 )
 
 // Exited jobs: each stays readable (its output by cursor, its Result)
 // until its retention passes, or sooner when the caps on their number and
 // their bytes need its room; the job that exited first goes first. A
 // forgotten job answers ErrJobExpired with the reason.
+
+// jobRecordBytes is what a retained job takes besides its output: the job,
+// its Result's fields, its capture's structures, its entry in the table,
+// and the room its small objects pin in partly used spans of the heap
+// (TestJobRecordBytes measures it).
+const jobRecordBytes = 4 << 10
+
+// heapOverhead: the caps count an exited job at 1/heapOverhead more than
+// its buffers and record, for what the Go runtime spends on a heap holding
+// them and keeps after the burst of commands that filled it (its metadata,
+// span structures, grown stacks, the free room of partly used spans: none of
+// it is in the heap's objects, all of it is in the server's RSS). Measured
+// with `corral serve` after 1,000 jobs of 1 MB output, 8 at a time
+// (TestFigureRetainedJobsRSS): about 3% of the retained heap plus 0.8 MiB
+// that the same burst leaves when no job is retained; 1/16 of 64 MiB covers
+// both (a much smaller cap leaves that 0.8 MiB a larger share).
+const heapOverhead = 16
+
+// exitedFootprint is what the caps count for an exited job whose tail rings
+// take rings bytes (shrunk, as allocated) and whose Result is res: the
+// rings, the Result's views as allocated (internal/heapsize), the record,
+// and the runtime's overhead on them, so that the exited jobs hold at most
+// MaxRetainedBytes of the server's memory in all.
+func exitedFootprint(rings int64, res *Result) int64 {
+	n := rings + heapsize.Of(len(res.Stdout)) + heapsize.Of(len(res.Stderr)) + jobRecordBytes
+	return n + n/heapOverhead
+}
 
 // forgetReason says why an exited job was forgotten.
 type forgetReason uint8

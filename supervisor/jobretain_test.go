@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/corral-sh/corral/internal/heapsize"
 )
 
 // runJob starts req as a job, waits for its end and returns its ID.
@@ -82,8 +84,9 @@ func TestJobRetainedCount(t *testing.T) {
 // Result.
 func TestJobRetainedBytes(t *testing.T) {
 	t.Parallel()
-	// Each job keeps about 40 KB: its 20,000-byte ring and its 20,000-byte
-	// view. Two fit in 100,000 bytes, three do not.
+	// Each job counts 47,872 bytes: its 20,000-byte ring and its
+	// 20,000-byte view as allocated (20,480 each), its 4 KiB record, and
+	// 1/16 of these for the runtime. Two fit in 100,000 bytes, three do not.
 	s := newSup(t, Config{MaxRetainedBytes: 100_000})
 	req := marked(t, Request{Command: "head -c 20000 /dev/zero | tr '\\0' x"})
 	var ids []string
@@ -150,4 +153,79 @@ func heapInUse() int64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return int64(m.HeapInuse)
+}
+
+// TestJobRecordBytes: what a retained job holds besides its output (its
+// record: the job, its Result, its capture's structures, its table entry,
+// and the partly used spans its small objects pin) is within the
+// jobRecordBytes the caps count for it. The heap after 256 retained jobs
+// that print a line is compared with the heap after 256 such jobs none of
+// which is retained (MaxRetainedJobs 1), so what running them leaves
+// behind anyway (pools, the runtime's caches) cancels out; the line's
+// ring and view are counted apart, as the caps count them.
+func TestJobRecordBytes(t *testing.T) {
+	const n = 256
+	heapAfter := func(keep int) (inUse, objects int64) {
+		s := newSup(t, Config{MaxRetainedJobs: keep})
+		req := marked(t, Request{Command: "echo ok"})
+		runJob(t, s, req) // warm up the pools and the containment
+		before, beforeObj := heapInUse(), heapObjects()
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				for range n / 8 {
+					runJob(t, s, req)
+				}
+			})
+		}
+		wg.Wait()
+		inUse, objects = heapInUse()-before, heapObjects()-beforeObj
+		if got := len(s.Jobs()); got != min(keep, n+1) {
+			t.Fatalf("%d jobs retained, want %d", got, min(keep, n+1))
+		}
+		s.Close()
+		return inUse, objects
+	}
+	noneInUse, noneObj := heapAfter(1)
+	allInUse, allObj := heapAfter(n + 1)
+	output := 2*heapsize.Of(len("ok\n")) + heapsize.Of(len("ok")) // the ring, the view
+	perObj := (allObj-noneObj)/n - output
+	per := (allInUse-noneInUse)/n - output
+	t.Logf("a retained job's record: %d bytes of objects, %d bytes of heap in use (spans it pins) (jobRecordBytes %d)",
+		perObj, per, jobRecordBytes)
+	if per > jobRecordBytes || perObj > jobRecordBytes {
+		t.Errorf("a retained job's record takes %d bytes of heap (%d of objects), more than the %d the caps count",
+			per, perObj, jobRecordBytes)
+	}
+}
+
+// heapObjects is the bytes of live objects after a collection.
+func heapObjects() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
+}
+
+// TestExitedFootprint: an exited job counts its buffers as allocated (a
+// 98,400-byte view takes 13 pages, 106,496 bytes), its record, and 1/16
+// of these for the runtime.
+func TestExitedFootprint(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		rings int64
+		res   Result
+		want  int64
+	}{
+		{"nothing printed", 0, Result{}, 4096 + 4096/16},
+		{"a line", 16, Result{Stdout: "hi\n"}, (16 + 8 + 4096) + (16+8+4096)/16},
+		{"1 MB of output", 512 << 10, Result{Stdout: strings.Repeat("x", 98400), Stderr: "oops"},
+			(524288 + 106496 + 8 + 4096) + (524288+106496+8+4096)/16},
+	}
+	for _, tt := range tests {
+		if got := exitedFootprint(tt.rings, &tt.res); got != tt.want {
+			t.Errorf("%s: exitedFootprint = %d, want %d", tt.name, got, tt.want)
+		}
+	}
 }

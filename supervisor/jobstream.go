@@ -26,16 +26,16 @@ func (s *Supervisor) OpenJobStream(id string) (*JobStream, error) {
 }
 
 // Pid is the job's shell's process ID.
-func (js *JobStream) Pid() int { return js.j.p.tree.Pid() }
+func (js *JobStream) Pid() int { return js.j.pid }
 
 // Read copies into p what stream i (0 stdout, 1 stderr) holds from byte
 // offset off on, without waiting, and returns the bytes copied and the
 // offset of p[0]: past off when the ring had moved on, the difference being
 // what this reader skipped. n is 0 when there is nothing past off yet.
 func (js *JobStream) Read(i int, p []byte, off int64) (n int, start int64) {
-	r := js.j.p.out
+	r := js.j.out
 	if i == 1 {
-		r = js.j.p.err
+		r = js.j.err
 	}
 	return r.tail.CopySince(p, off)
 }

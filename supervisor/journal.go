@@ -249,7 +249,7 @@ func (s *Supervisor) SessionJobs(id string) []JobInfo {
 	s.jobs.mu.Lock()
 	var jobs []*job
 	for _, j := range s.jobs.jobs {
-		if j.p.v.Session == id {
+		if j.session == id {
 			jobs = append(jobs, j)
 		}
 	}
@@ -271,7 +271,7 @@ func (s *Supervisor) DeleteSession(id string) error {
 	s.jobs.mu.Lock()
 	var running []*job
 	for _, j := range s.jobs.jobs {
-		if _, ended := j.exited(); !ended && j.p.v.Session == id {
+		if _, ended := j.exited(); !ended && j.session == id {
 			running = append(running, j)
 		}
 	}

@@ -112,10 +112,12 @@ type Config struct {
 	// job that exited first is forgotten (ErrJobExpired). 0 is
 	// DefaultMaxRetainedJobs.
 	MaxRetainedJobs int
-	// MaxRetainedBytes bounds the memory the exited jobs' output takes,
-	// all together (their tail rings, shrunk to their content, and their
-	// Results' views); past it the job that exited first is forgotten. 0
-	// is DefaultMaxRetainedBytes.
+	// MaxRetainedBytes bounds the memory the exited jobs take, all
+	// together: their tail rings, shrunk to their content, and their
+	// Results' views, as the allocator rounds them (to its size class, or
+	// to whole 8 KiB pages), plus a record of 4 KiB each, plus 1/16 of
+	// these for the Go runtime's overhead on the heap holding them; past it
+	// the job that exited first is forgotten. 0 is DefaultMaxRetainedBytes.
 	MaxRetainedBytes int64
 	// ReturnIdleMemory returns the heap's free memory to the system once no
 	// command has run for a second (at most every 10 s), so that a

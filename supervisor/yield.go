@@ -18,7 +18,7 @@ func (s *Supervisor) runYielding(ctx context.Context, v validated) (Result, erro
 		g = &gate{cb: v.OnEvent}
 		v.OnEvent = g.call
 	}
-	j, err := s.launchJob(v, false)
+	j, p, err := s.launchJob(v, false)
 	if err != nil {
 		return Result{}, err
 	}
@@ -34,7 +34,7 @@ func (s *Supervisor) runYielding(ctx context.Context, v validated) (Result, erro
 		// job's later events are for the job API, not for it.
 		g.close()
 		if s.jobs.listJob(j) {
-			res := j.p.soFar(j)
+			res := p.soFar(j)
 			g.deliver(res)
 			return res, nil
 		}
