@@ -26,7 +26,16 @@
 // that unprivileged user: its IDs and groups are set in the child before
 // exec, so the command cannot write the containment's cgroup files, signal
 // the supervisor or read its spill files and memory; the containments, the spill
-// files and the data directory stay the supervisor's.
+// files and the data directory stay the supervisor's. Request.User picks
+// the user of one command the same way (root only; never root itself when
+// Config.User is set). Request.Argv runs a program without the shell, as
+// exec does, in the same containment and on the same way down.
+//
+// With a journal (Config.Journal) every command is recorded as started
+// before anything of it runs, and its Result before Run returns. A bash
+// command does not wait for the first commit: the shell starts beside it
+// and holds at a gate in its start-up script until the entry is committed
+// (journalgate.go).
 //
 // RunBatch runs up to 32 requests, a bounded number at once, after
 // validating all of them (one invalid request starts nothing), and renders
