@@ -83,12 +83,7 @@
 //     "Names on disk"), killed by
 //     writing cgroup.kill (Linux 5.14), which is atomic against forks and
 //     migrations; Kill waits for "populated 0" in cgroup.events through
-//     inotify. While the cgroup shrinks from one look to the next (every
-//     100 ms) its members are taken as dying: Kill only reaps, by PID, the
-//     zombies of the members it listed that came to this process, and thaws
-//     and kills again once the cgroup stops shrinking (a 1,000-process tree
-//     takes hundreds of milliseconds of kernel time to exit on a small
-//     machine). pids.max (Config.PidsMax, default 4096 tasks) is set through
+//     inotify. pids.max (Config.PidsMax, default 4096 tasks) is set through
 //     the v2 pids controller or, on hybrid hosts whose v2 hierarchy has no
 //     controllers, in a v1 pids leaf of the same name; the memory and CPU
 //     limits likewise (see "Limits and usage").

@@ -394,13 +394,9 @@ func (t *Tree) kill(deadline time.Time) (Report, error) {
 	// 3. Wait for the containment to empty (no-op for pgroup, and when the
 	// containment listed no one).
 	if cerr == nil && len(pids) > 0 {
-		cerr = t.waitContainment(deadline, len(pids))
+		cerr = t.waitContainment(deadline)
 	}
-	// 4. Reap what the containment listed, by PID; then sweeps until no
-	// live process and no reapable zombie is left.
-	if len(pids) > 0 {
-		t.reapListed()
-	}
+	// 4. Sweeps until no live process and no reapable zombie is left.
 	esc, live, err := t.sweep(deadline, killed, groupStopped)
 	rep.Escapees = esc
 	rep.Processes = len(killed)
@@ -440,24 +436,17 @@ func (t *Tree) stopUnderReaper() {
 	}
 }
 
-// waitContainment waits for the containment to empty after its kill; listed
-// is how many members the kill listed. A member still there after a short
-// wait while the containment no longer shrinks outlived its SIGKILL: frozen
-// (its cgroup is thawed where the tree may, see thawFrozen) or held in the
-// kernel. It is killed again, with waits doubling up to a second, until
-// deadline. While the containment shrinks from one look to the next, its
-// members are dying and nothing more is done: a large tree takes hundreds
-// of milliseconds to exit on a small machine (page tables torn down one
-// process at a time), and the thaw's reads of every member's cgroups and
-// the second kill would only take CPU from those exits.
+// waitContainment waits for the containment to empty after its kill. A
+// member still there after a short wait outlived its SIGKILL: frozen (its
+// cgroup is thawed where the tree may, see thawFrozen) or held in the kernel.
+// It is killed again, with waits doubling up to a second, until deadline.
 //
-// Members still there after nestedAfter, with the containment no longer
-// shrinking, may be frozen in the v1 freezer of a corral that died with the
-// tree (its own kill froze them and was cut short): the stale sweep runs
-// once then, whose kill thaws them.
-func (t *Tree) waitContainment(deadline time.Time, listed int) error {
+// Members still there after nestedAfter may be frozen in the v1 freezer of
+// a corral that died with the tree (its own kill froze them and was cut
+// short): the stale sweep runs once then, whose kill thaws them.
+func (t *Tree) waitContainment(deadline time.Time) error {
 	step := 100 * time.Millisecond
-	start, swept, last := time.Now(), false, listed
+	start, swept := time.Now(), false
 	for {
 		ctx, cancel := contextUntil(earliest(time.Now().Add(step), deadline))
 		err := t.c.waitEmpty(ctx)
@@ -468,20 +457,11 @@ func (t *Tree) waitContainment(deadline time.Time, listed int) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("killtree: containment of %d: %w", t.pid, ErrNotEmpty)
 		}
-		t.reapListed() // the dead so far, while the rest still exits
-		pids, perr := t.c.procs()
-		if perr == nil && len(pids) < last {
-			last = len(pids) // still dying: look again after the same step
-			continue
-		}
-		if perr == nil {
-			last = len(pids)
-		}
 		if !swept && time.Since(start) >= nestedAfter {
 			swept = true
 			_ = t.sweepDeadInstances() // marks what it kills of ours for reaping
 		}
-		if perr == nil {
+		if pids, err := t.c.procs(); err == nil {
 			t.thawFrozen(pids)
 		}
 		if _, err := t.c.kill(deadline); err != nil { // kill again: something survived

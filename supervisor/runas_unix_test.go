@@ -32,7 +32,7 @@ func TestEnvironRunAs(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := &Supervisor{user: u}
 			got := map[string]string{}
-			for _, kv := range s.environ(validated{Request: Request{Env: tc.env, Unset: tc.unset}}, "run-1", nil) {
+			for _, kv := range s.environ(validated{Request: Request{Env: tc.env, Unset: tc.unset}, user: s.user}, "run-1", nil) {
 				k, v, _ := strings.Cut(kv, "=")
 				if _, dup := got[k]; dup {
 					t.Errorf("%s appears twice", k)
