@@ -174,10 +174,14 @@ func TestStaleSweepNested(t *testing.T) {
 // to this test process (a child subreaper) and which nothing else would reap,
 // once the watchdog (wd, 0 for none) has finished. It runs after
 // NoSurvivors, while no other test runs (crash tests are not parallel), so
-// every zombie child of ours that no Manager owns is such an orphan.
+// every zombie child of ours that no Manager owns is such an orphan. A
+// killed orphan becomes our zombie only at the end of its exit, after it
+// left every list a test checks (its environment, its cgroup), so the
+// reaping goes on until no new zombie came for 200 ms.
 func reapOrphans(t *testing.T, wd int) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
+	quiet := time.Now()
 	for {
 		for _, z := range proctest.Zombies(os.Getpid()) {
 			if _, own := ownChildren.Load(z.PID); own {
@@ -185,14 +189,15 @@ func reapOrphans(t *testing.T, wd int) {
 			}
 			var ws unix.WaitStatus
 			_, _ = unix.Wait4(z.PID, &ws, unix.WNOHANG, nil)
+			quiet = time.Now()
 			if z.PID == wd {
 				wd = 0
 			}
 		}
-		if wd == 0 || time.Now().After(deadline) {
+		if wd == 0 && time.Since(quiet) >= 200*time.Millisecond || time.Now().After(deadline) {
 			return
 		}
-		time.Sleep(10 * time.Millisecond) // polling a condition: the watchdog is still at work
+		time.Sleep(10 * time.Millisecond) // polling a condition: the watchdog, or an orphan's exit, is still at work
 	}
 }
 
