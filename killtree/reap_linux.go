@@ -2,6 +2,7 @@ package killtree
 
 import (
 	"errors"
+	"math"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -70,4 +71,67 @@ func (t *Tree) addReaped(ru *unix.Rusage) {
 	t.reaped.CPUUser += time.Duration(ru.Utime.Nano())
 	t.reaped.CPUSystem += time.Duration(ru.Stime.Nano())
 	t.reaped.PeakMemory = max(t.reaped.PeakMemory, ru.Maxrss*1024) // KiB (getrusage(2))
+}
+
+// settleKilled looks at each process the kill signalled or listed that no
+// earlier look saw gone (gone, which it fills): it reaps those that are
+// zombies of ours, and reports how many it reaped, or -1 when some are
+// still on their way: alive (in their exit, or outliving SIGKILL, which
+// the deadline reports), or zombies whose parent was killed too (it reaps
+// them, or hands them to us as it ends). A process started after the kill
+// began (ticks since boot, began) holds a reused PID and is not ours; nor
+// is the leader, which the caller reaps, or a child other code owns.
+func (t *Tree) settleKilled(killed, gone map[int]bool, began uint64) int {
+	buf := make([]byte, 512)
+	n, pending := 0, false
+	for pid := range killed {
+		if gone[pid] || pid == t.pid || ownedElsewhere(pid) {
+			continue
+		}
+		p, ok := readStat(pid, buf)
+		switch {
+		case !ok || p.start > began:
+			gone[pid] = true
+		case !p.zombie():
+			pending = true
+		case p.ppid != selfPid:
+			if killed[p.ppid] && !gone[p.ppid] {
+				pending = true
+			} else {
+				gone[pid] = true // its own parent's to reap
+			}
+		default:
+			var ws unix.WaitStatus
+			var ru unix.Rusage
+			got, err := unix.Wait4(pid, &ws, unix.WNOHANG, &ru)
+			for errors.Is(err, unix.EINTR) {
+				got, err = unix.Wait4(pid, &ws, unix.WNOHANG, &ru)
+			}
+			switch {
+			case err == nil && got == pid:
+				t.addReaped(&ru)
+				gone[pid] = true
+				n++
+			case err == nil:
+				pending = true // not waitable yet
+			default:
+				gone[pid] = true // ECHILD: not our child after all
+			}
+		}
+	}
+	if n == 0 && pending {
+		return -1
+	}
+	return n
+}
+
+// bootTicks is the time since boot in the clock ticks (USER_HZ, 100 a
+// second on Linux) of /proc/<pid>/stat's start time; the largest value
+// when the clock cannot be read, so that nothing counts as started after.
+func bootTicks() uint64 {
+	var ts unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts) != nil {
+		return math.MaxUint64
+	}
+	return uint64(ts.Sec)*100 + uint64(ts.Nsec)/10_000_000
 }

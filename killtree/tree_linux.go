@@ -365,6 +365,7 @@ func (t *Tree) kill(deadline time.Time) (Report, error) {
 		return rep, nil
 	}
 	killed := map[int]bool{}
+	began := bootTicks()
 	wasExited := t.leaderExited()
 	if t.tier != TierPgroup && t.hasReaper() && !t.rootGone() {
 		// The containment's blow kills the reaper too, and its orphans
@@ -397,7 +398,7 @@ func (t *Tree) kill(deadline time.Time) (Report, error) {
 		cerr = t.waitContainment(deadline)
 	}
 	// 4. Sweeps until no live process and no reapable zombie is left.
-	esc, live, err := t.sweep(deadline, killed, groupStopped)
+	esc, live, err := t.sweep(deadline, killed, groupStopped, began)
 	rep.Escapees = esc
 	rep.Processes = len(killed)
 	if wasExited || t.hasReaper() { // the reaper is ours, not the command's
@@ -479,7 +480,8 @@ func (t *Tree) waitContainment(deadline time.Time) error {
 // its frozen cgroups thawed where the tree may (thawFrozen). It returns how
 // many processes outside the tier's scope it killed, counting each process
 // once over the tree's life, and, past deadline, the members still alive.
-func (t *Tree) sweep(deadline time.Time, killed map[int]bool, groupStopped bool) (int, []int, error) {
+func (t *Tree) sweep(deadline time.Time, killed map[int]bool, groupStopped bool, began uint64) (int, []int, error) {
+	gone := map[int]bool{} // killed processes seen gone, or not ours to wait for
 	stopped := map[int]bool{}
 	sigkilled := map[int]bool{}
 	escapees := 0
@@ -510,6 +512,13 @@ func (t *Tree) sweep(deadline time.Time, killed map[int]bool, groupStopped bool)
 		}
 		reaped := t.reapZombies(ps)
 		live := t.live(ps)
+		if len(live) == 0 && reaped == 0 {
+			// What was killed may still be on its way out: out of its
+			// cgroup and its memory gone (so no scan attributes it), not
+			// yet a zombie, or a zombie of a killed parent that hands it
+			// to us as it ends. Confirmed empty means all of it is gone.
+			reaped = t.settleKilled(killed, gone, began)
+		}
 		if len(live) == 0 && reaped == 0 && t.hasReaper() && !t.pidfdExited() {
 			// The reaper's main thread may be a zombie while its other
 			// threads still exit, and they hold its children until the
@@ -525,7 +534,7 @@ func (t *Tree) sweep(deadline time.Time, killed map[int]bool, groupStopped bool)
 		}
 		if len(live) == 0 && reaped < 0 {
 			if time.Now().After(deadline) {
-				return escapees, nil, fmt.Errorf("killtree: zombies of %d not reapable: %w", t.pid, ErrNotEmpty)
+				return escapees, nil, fmt.Errorf("killtree: the tree of %d is not gone: a killed process has not ended or cannot be reaped: %w", t.pid, ErrNotEmpty)
 			}
 			time.Sleep(backoff) // a zombie not yet waitable; not synchronisation
 			continue
