@@ -23,16 +23,9 @@ func (t *Tree) reapZombies(ps []proc) int {
 		if !t.ours(p) {
 			continue
 		}
-		var ws unix.WaitStatus
-		var ru unix.Rusage
-		got, err := unix.Wait4(p.pid, &ws, unix.WNOHANG, &ru)
-		for errors.Is(err, unix.EINTR) {
-			got, err = unix.Wait4(p.pid, &ws, unix.WNOHANG, &ru)
-		}
-		switch {
-		case err == nil && got == p.pid:
+		switch reaped, err := t.reapOne(p.pid); {
+		case reaped:
 			n++
-			t.addReaped(&ru)
 		case err == nil: // not waitable yet: look again
 			pending = true
 		}
@@ -61,6 +54,23 @@ func (t *Tree) ours(p proc) bool {
 		return false
 	}
 	return !ownedElsewhere(p.pid)
+}
+
+// reapOne reaps pid if it is an exited child of ours (wait4 with WNOHANG,
+// retried on EINTR), adding its usage. Not reaped with a nil error: our
+// child, not waitable yet; ECHILD: not our child.
+func (t *Tree) reapOne(pid int) (reaped bool, err error) {
+	var ws unix.WaitStatus
+	var ru unix.Rusage
+	got, err := unix.Wait4(pid, &ws, unix.WNOHANG, &ru)
+	for errors.Is(err, unix.EINTR) {
+		got, err = unix.Wait4(pid, &ws, unix.WNOHANG, &ru)
+	}
+	if err == nil && got == pid {
+		t.addReaped(&ru)
+		return true, nil
+	}
+	return false, err
 }
 
 // addReaped adds the rusage of an orphan this tree reaped to its usage
@@ -101,15 +111,8 @@ func (t *Tree) settleKilled(killed, gone map[int]bool, began uint64) int {
 				gone[pid] = true // its own parent's to reap
 			}
 		default:
-			var ws unix.WaitStatus
-			var ru unix.Rusage
-			got, err := unix.Wait4(pid, &ws, unix.WNOHANG, &ru)
-			for errors.Is(err, unix.EINTR) {
-				got, err = unix.Wait4(pid, &ws, unix.WNOHANG, &ru)
-			}
-			switch {
-			case err == nil && got == pid:
-				t.addReaped(&ru)
+			switch reaped, err := t.reapOne(pid); {
+			case reaped:
 				gone[pid] = true
 				n++
 			case err == nil:
