@@ -51,15 +51,15 @@ func newGate() *startGate {
 
 // attach gives cmd, whose environment and descriptors are otherwise
 // final, the gate: a tracked command's script (st) gains the gate's
-// descriptor if it was made gated; an untracked one gets the gate-only
-// script and the BASH_ENV hand-over. It reports false, closing the gate,
+// descriptor if it was made gated; an untracked or static one gets the
+// gate-only script and the BASH_ENV hand-over. It reports false, closing the gate,
 // when the command cannot have it.
 func (g *startGate) attach(s *Supervisor, cmd *exec.Cmd, st *stateStart) bool {
 	switch {
-	case st != nil && !st.gated:
+	case st != nil && st.ch != nil && !st.gated:
 		g.abandon()
 		return false
-	case st == nil:
+	case st == nil || st.ch == nil: // untracked, or static (leavesStateAlone)
 		script, err := s.sessions.sharedScript(false, true)
 		if err != nil {
 			g.abandon()

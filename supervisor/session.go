@@ -88,6 +88,13 @@ type stateStart struct {
 	ch    stateChannel
 	gated bool     // the script holds the start gate (journalgate.go)
 	extra []string // what the child's environment gains (stateEnv)
+
+	// static: the command cannot change the state (leavesStateAlone), so
+	// it reports none and the state it starts with is saved instead: the
+	// shell's working directory and environment, set by prepare.
+	static   bool
+	startDir string
+	startEnv []string
 }
 
 // tracked reports whether v's command carries session state.
@@ -147,11 +154,6 @@ func (s *Supervisor) beginState(v validated, gated bool) (*stateStart, error) {
 	if v.Argv != nil {
 		return st, nil // a program, not the shell: nothing reports its end state
 	}
-	var err error
-	if st.ch, st.gated, err = s.openStateChannel(gated); err != nil {
-		s.endState(st, nil)
-		return nil, fmt.Errorf("supervisor: session state: %w", err)
-	}
 	envNow := st.env
 	if envNow == nil {
 		envNow = os.Environ()
@@ -160,12 +162,39 @@ func (s *Supervisor) beginState(v validated, gated bool) (*stateStart, error) {
 	if val, ok := v.Env["BASH_ENV"]; ok {
 		bashEnv, hasBashEnv = val, true
 	}
+	if !hasBashEnv && !testHookAlwaysReport && leavesStateAlone(v.Command) && plainEnv(envNow) && plainEnv(envOf(v.Env)) &&
+		listingBound(envNow)+listingBound(envOf(v.Env)) <= MaxSessionStateBytes/2 {
+		st.static = true
+		return st, nil
+	}
+	var err error
+	if st.ch, st.gated, err = s.openStateChannel(gated); err != nil {
+		s.endState(st, nil)
+		return nil, fmt.Errorf("supervisor: session state: %w", err)
+	}
 	st.extra = stateEnv(bashEnv, hasBashEnv)
 	return st, nil
 }
 
-// prepare points cmd at the state channel and the start-up script.
+// testHookAlwaysReport, set by a test, makes every tracked command report
+// its state, static or not.
+var testHookAlwaysReport bool
+
+func envOf(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k, v := range m {
+		out = append(out, k+"="+v)
+	}
+	return out
+}
+
+// prepare points cmd at the state channel and the start-up script, or
+// notes what a static command starts with.
 func (st *stateStart) prepare(cmd *exec.Cmd) {
+	if st.static {
+		st.startDir, st.startEnv = cmd.Dir, cmd.Env
+		return
+	}
 	if st.ch == nil {
 		return
 	}
@@ -199,11 +228,12 @@ func (s *Supervisor) finishState(st *stateStart, exitedByItself bool) (cwd, note
 	}
 	var saved *savedState
 	switch {
-	case !exitedByItself || st.ch == nil:
+	case !exitedByItself:
+	case st.static:
+		saved = s.staticState(st)
+	case st.ch == nil:
 	case r.tooLong:
-		notes = append(notes, fmt.Sprintf("[corral: the session state (working directory and exported variables) "+
-			"is over the %d KiB limit and was not saved; the next command starts where this one started.]",
-			MaxSessionStateBytes>>10))
+		notes = append(notes, tooLongNote)
 	default:
 		dir, env, err := parseState(r.data)
 		if err == nil {
@@ -213,6 +243,36 @@ func (s *Supervisor) finishState(st *stateStart, exitedByItself bool) (cwd, note
 		}
 	}
 	return s.endState(st, saved), strings.Join(notes, "\n")
+}
+
+var tooLongNote = fmt.Sprintf("[corral: the session state (working directory and exported variables) "+
+	"is over the %d KiB limit and was not saved; the next command starts where this one started.]",
+	MaxSessionStateBytes>>10)
+
+// staticState is the state a static command's shell would have reported:
+// its working directory as `pwd -P` gives it (the directory as given when
+// it no longer resolves, as bash falls back to $PWD) and its exported
+// variables. beginState made sure it is far below MaxSessionStateBytes.
+func (s *Supervisor) staticState(st *stateStart) *savedState {
+	dir := st.startDir
+	if dir == "" {
+		dir, _ = os.Getwd()
+	}
+	if p, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = p
+	}
+	return &savedState{cwd: dir, env: s.keepEnv(exportsOf(st.startEnv))}
+}
+
+// listingBound bounds the bytes of the `export -p` lines env becomes:
+// `declare -x NAME="value"` a variable, each byte of it at most four
+// (`$'\001'`).
+func listingBound(env []string) int {
+	n := 0
+	for _, kv := range env {
+		n += len("declare -x =\"\"\n") + 4*len(kv)
+	}
+	return n
 }
 
 type savedState struct {

@@ -340,3 +340,19 @@ func TestParseExports(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionExportedArrays: `export -p` lists exported arrays, which never
+// reach a child's environment. They are skipped, and the rest of the
+// state is saved (it was lost whole before: the listing did not parse).
+func TestSessionExportedArrays(t *testing.T) {
+	t.Parallel()
+	s := newSup(t, Config{})
+	res := run(t, s, Request{Session: "a", Command: `declare -ax arr=(1 "a b" $'c\nd'); declare -Ax m=([k]=v ["a b"]=$'c\n' ['x]y']="q"); export AFTER=1`})
+	if res.ExitCode == nil || *res.ExitCode != 0 || strings.Contains(res.Stderr, "corral") {
+		t.Fatalf("first command: %+v", res)
+	}
+	_, vals := sessionView(t, s, "a", "AFTER")
+	if !cmp.Equal(vals, []string{"1"}) {
+		t.Errorf("AFTER = %q, want 1: the state after exported arrays was not saved", vals)
+	}
+}

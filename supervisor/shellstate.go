@@ -125,16 +125,18 @@ func parseState(data []byte) (cwd string, env []string, err error) {
 func parseExports(s string) ([]string, error) {
 	var env []string
 	for len(s) > 0 {
+		array := false
 		switch {
 		case s[0] == '\n':
 			s = s[1:]
 			continue
 		case strings.HasPrefix(s, "declare -"):
-			_, rest, ok := strings.Cut(s[len("declare -"):], " ")
+			flags, rest, ok := strings.Cut(s[len("declare -"):], " ")
 			if !ok {
 				return nil, errors.New("export listing: declaration without a name")
 			}
 			s = rest
+			array = strings.ContainsAny(flags, "aA")
 		case strings.HasPrefix(s, "export "):
 			s = s[len("export "):]
 		default:
@@ -155,6 +157,16 @@ func parseExports(s string) ([]string, error) {
 		if s[0] != '=' {
 			return nil, fmt.Errorf("export listing: unexpected text after %s", name)
 		}
+		if array {
+			// Exported arrays are listed but never reach a child's
+			// environment (bash exports scalars only): skipped.
+			rest, err := skipArray(s[1:])
+			if err != nil {
+				return nil, fmt.Errorf("export listing: %s: %w", name, err)
+			}
+			s = rest
+			continue
+		}
 		val, rest, err := unquoteValue(s[1:])
 		if err != nil {
 			return nil, fmt.Errorf("export listing: %s: %w", name, err)
@@ -163,6 +175,40 @@ func parseExports(s string) ([]string, error) {
 		s = rest
 	}
 	return env, nil
+}
+
+// skipArray returns what follows an array's listing at the start of s:
+// `([0]="a" [1]=$'b\n')`, or for an associative array `([key]="v"
+// ["k y"]="w" )`, each key bare or quoted as a value is.
+func skipArray(s string) (string, error) {
+	if !strings.HasPrefix(s, "(") {
+		return "", fmt.Errorf("array listing %q", head(s))
+	}
+	s = s[1:]
+	for {
+		s = strings.TrimLeft(s, " ")
+		switch {
+		case strings.HasPrefix(s, ")"):
+			return s[1:], nil
+		case !strings.HasPrefix(s, "["):
+			return "", fmt.Errorf("array listing: unexpected %q", head(s))
+		}
+		s = s[1:]
+		var err error
+		if strings.HasPrefix(s, `"`) || strings.HasPrefix(s, "$'") {
+			if _, s, err = unquoteValue(s); err != nil {
+				return "", err
+			}
+		} else if i := strings.IndexByte(s, ']'); i >= 0 {
+			s = s[i:]
+		}
+		if !strings.HasPrefix(s, "]=") {
+			return "", fmt.Errorf("array listing: unexpected %q", head(s))
+		}
+		if _, s, err = unquoteValue(s[2:]); err != nil {
+			return "", err
+		}
+	}
 }
 
 func isNameByte(c byte, first bool) bool {
