@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -94,18 +93,6 @@ func journalRatio(b *testing.B, callers int) {
 		b.ReportMetric(float64(busyJournal)/float64(busyPlain), "busy-ratio")
 	}
 	b.ReportMetric(0, "ns/op")
-}
-
-// cpuTimes is this process's CPU time and that of its reaped children.
-func cpuTimes() (self, children time.Duration) {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
-		self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	}
-	if syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru) == nil {
-		children = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	}
-	return self, children
 }
 
 // busyJiffies is the machine's busy CPU time so far in clock ticks: the
