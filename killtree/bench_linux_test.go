@@ -112,19 +112,27 @@ func BenchmarkSpawnTrue(b *testing.B) {
 // spawnTrue runs bin to the end in a tree of m: Start, Wait for the exit,
 // Kill, reap, Close.
 func spawnTrue(m *Manager, bin string) error {
+	_, err := spawnTrueTimed(m, bin)
+	return err
+}
+
+// spawnTrueTimed is spawnTrue that also returns the time Start took.
+func spawnTrueTimed(m *Manager, bin string) (time.Duration, error) {
 	cmd := exec.Command(bin)
+	t0 := time.Now()
 	tr, err := m.Start(cmd)
+	took := time.Since(t0)
 	if err != nil {
-		return err
+		return took, err
 	}
 	<-tr.Exited()
 	if _, err := tr.Kill(); err != nil {
-		return err
+		return took, err
 	}
 	if err := cmd.Wait(); err != nil {
-		return err
+		return took, err
 	}
-	return tr.Close()
+	return took, tr.Close()
 }
 
 // BenchmarkChildrenRead compares the two ways a scan can read this process's
