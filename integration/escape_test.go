@@ -135,9 +135,11 @@ func TestEscapes(t *testing.T) {
 // TestEscapeScrubbed runs the issue's hole 1 and hole 2 daemons (setsid,
 // `env -i`, `exec -a`, the parent gone at once; the root variant also
 // leaves every cgroup) through the CLI, which runs one tree and so owns every
-// orphan that reaches it (killtree.Config.SoleTree), on every tier, and
-// through the library with a per-command reaper (killtree.Config.Reaper) on
-// pgroup and the strongest tier. The environment marker is scrubbed, so the
+// orphan that reaches it (killtree.Config.SoleTree), on every tier; through
+// the library with a per-command reaper (killtree.Config.Reaper) on pgroup
+// and the strongest tier; and through the server with and without a reaper
+// (without one, it owns every orphan born while only one command ran:
+// killtree.Config.OwnProcess). The environment marker is scrubbed, so the
 // test tracks each daemon by a pidfd taken from the PID it wrote to a file.
 func TestEscapeScrubbed(t *testing.T) {
 	warmUp(t)
@@ -165,6 +167,12 @@ func TestEscapeScrubbed(t *testing.T) {
 		fronts[2].name, fronts[3].name = "library-reaper-pgroup", "library-reaper"
 		fronts = append(fronts, srv.frontend())
 		fronts[4].name = "server-reaper"
+		// Without a reaper the server still owns every orphan born while
+		// only its command ran (killtree.Config.OwnProcess); the cases
+		// run one at a time.
+		plain, plainPgroup := startServer(t), startServer(t, "--containment", "pgroup")
+		fronts = append(fronts, plain.frontend(), plainPgroup.frontend())
+		fronts[5].name, fronts[6].name = "server", "server-pgroup"
 		if !testing.Short() {
 			fronts = append(fronts, cliFrontend("cgroup1"))
 		}

@@ -25,7 +25,12 @@
 //     environment and name is still found and killed, as long as the reaper
 //     lives (see "The reaper"). With Config.SoleTree (one tree per process,
 //     as in the CLI), every orphan that reaches this process and is not
-//     another tree's leader or a watchdog. With neither (the default), a
+//     another tree's leader or a watchdog. With Config.OwnProcess (a
+//     process that starts children only through its Manager, as corral
+//     serve and corral mcp), every such orphan born while only one tree of
+//     the Manager was alive (its start time against the trees' lives, in
+//     clock ticks): all of them when commands run one at a time; one born
+//     while two trees lived is not attributed. With none (the default), a
 //     process that left the leader's session and group, replaced its
 //     environment (`env -i`, `su -`, `runuser -l`), and, on the cgroup
 //     tiers, also left the cgroup (root only), and whose parent exited
@@ -111,7 +116,8 @@
 // orphan of this process that carries the tree's CORRAL_KILLTREE environment
 // entry (which Start adds to the command) or, as a zombie, was listed in the
 // tree's cgroup; with Config.SoleTree, any orphan of this process that is not
-// another tree's leader or a watchdog. On the cgroup tiers every process the baseline still finds
+// another tree's leader or a watchdog; with Config.OwnProcess, such an orphan
+// born while this tree was the Manager's only one alive. On the cgroup tiers every process the baseline still finds
 // after the cgroup emptied left it (a root command can write its PID into
 // another cgroup.procs) and is counted in Report.Escapees; on pgroup the
 // escapees are the members outside the leader's process group.

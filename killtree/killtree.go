@@ -95,6 +95,18 @@ type Config struct {
 	// second open tree with ErrSoleTree. Linux only; elsewhere no orphan
 	// reaches this process and it changes nothing.
 	SoleTree bool
+	// OwnProcess declares that this process starts no child processes of
+	// its own other than through this Manager (corral serve and corral
+	// mcp), while it may run many trees at once. Then an orphan reparented
+	// to this process that nothing else ties to a tree belongs to the tree
+	// that was alive when it was born, if only one was: a daemon that left
+	// its session and group and scrubbed its environment is still found,
+	// unless another tree's life overlapped its birth (then it is not
+	// attributed, as without OwnProcess). A library that starts processes
+	// of its own must not set it: such a process, born while a tree lived,
+	// would be killed with that tree. Linux only; elsewhere no orphan
+	// reaches this process and it changes nothing.
+	OwnProcess bool
 	// Reaper runs every command under a reaper of its own: this binary
 	// re-executed (/proc/self/exe) as a child subreaper that starts the
 	// command as its child and stays until every descendant is gone, so
@@ -309,12 +321,14 @@ func (m *Manager) start(cmd *exec.Cmd, lim Limits) (t *Tree, retErr error) {
 		return nil, err
 	}
 	env := cmd.Env
+	m.plat.opened(t)
 	c, err := m.plat.start(cmd, lim, func(id string) {
 		t.id, t.tag = id, m.plat.instance+"."+id
 		cmd.Env = append(env, EnvTag+"="+t.tag)
 	})
 	undo(err == nil)
 	if err != nil {
+		m.plat.ended(t)
 		return nil, err
 	}
 	t.c = c
@@ -378,6 +392,7 @@ func startIn(c containment, id string, cmd *exec.Cmd, name func(id string)) (con
 }
 
 func (m *Manager) forget(t *Tree) {
+	m.plat.ended(t)
 	m.mu.Lock()
 	delete(m.trees, t)
 	m.mu.Unlock()

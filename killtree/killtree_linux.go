@@ -57,6 +57,7 @@ type platform struct {
 	prep     *preparer // the cgroup tiers' next containment; nil on pgroup
 	own      *kernelFD // this process's children list; nil without CONFIG_PROC_CHILDREN
 	homes    *homes    // the cgroup tiers' thread-trick homes; nil on pgroup
+	births   births    // when each tree lived (Config.OwnProcess)
 
 	lastStale atomic.Int64   // UnixNano of the last stale sweep
 	staleMu   sync.Mutex     // guards staleDone and the Add of staleWG
@@ -132,6 +133,10 @@ func (p *platform) start(cmd *exec.Cmd, lim Limits, name func(id string)) (conta
 	}
 	return startFresh(newC, cmd, name)
 }
+
+// opened and ended bracket a tree's life for Config.OwnProcess (births).
+func (p *platform) opened(t *Tree) { p.births.opened(t) }
+func (p *platform) ended(t *Tree)  { p.births.ended(t) }
 
 // tierLimits says how tier enforces each limit here (Doctor).
 func tierLimits(tier Tier) []LimitStatus { return limitsDoc(tier, findMounts()) }

@@ -87,3 +87,8 @@ func tierLimits(tier Tier) []LimitStatus {
 func (p *platform) destroy(c containment, empty bool) error { return c.destroy() }
 
 func (p *platform) close() error { return nil }
+
+// opened and ended are Config.OwnProcess's bookkeeping, which needs a
+// subreaper (Linux).
+func (p *platform) opened(*Tree) {}
+func (p *platform) ended(*Tree)  {}

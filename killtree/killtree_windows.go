@@ -157,3 +157,8 @@ func (c *jobC) usage() Usage {
 	}
 	return u
 }
+
+// opened and ended are Config.OwnProcess's bookkeeping, which needs a
+// subreaper (Linux).
+func (p *platform) opened(*Tree) {}
+func (p *platform) ended(*Tree)  {}

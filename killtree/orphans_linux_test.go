@@ -69,8 +69,10 @@ func orphanCases() []orphanCase {
 }
 
 // TestOrphans runs the orphan cases on every tier that works here, with
-// Config.Reaper and with Config.SoleTree, and, on the cgroup tiers, with
-// neither for the cases whose daemon stays in the cgroup. Without either,
+// Config.Reaper, with Config.SoleTree and with Config.OwnProcess (one tree
+// at a time here, so the daemon is born while only its tree lives), and, on
+// the cgroup tiers, with none for the cases whose daemon stays in the
+// cgroup. Without either,
 // the pgroup tier does not catch these daemons, nor does any tier catch the
 // root escape: that is the boundary doc.go states.
 func TestOrphans(t *testing.T) {
@@ -88,7 +90,7 @@ func TestOrphans(t *testing.T) {
 	modes := []struct {
 		name string
 		cfg  Config
-	}{{"reaper", Config{Reaper: true}}, {"sole", Config{SoleTree: true}}, {"plain", Config{}}}
+	}{{"reaper", Config{Reaper: true}}, {"sole", Config{SoleTree: true}}, {"own", Config{OwnProcess: true}}, {"plain", Config{}}}
 	for _, tier := range workingTiers(t, safety.Name()) {
 		for _, mode := range modes {
 			t.Run(string(tier)+"/"+mode.name, func(t *testing.T) {
@@ -304,4 +306,79 @@ func TestSoleTreeRefusesSecond(t *testing.T) {
 	_, _ = tr.Kill()
 	_ = next.Wait()
 	_ = tr.Close()
+}
+
+// TestOwnProcessAmbiguous: with Config.OwnProcess, a scrubbed daemon born
+// while two trees lived is attributed to neither (the boundary doc.go
+// states): the tree that started it ends without it, and it is counted
+// nowhere. One born after the other tree ended is its tree's again.
+func TestOwnProcessAmbiguous(t *testing.T) {
+	m, err := New(Config{Tier: TierPgroup, OwnProcess: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	other := exec.Command("sleep", lifetime)
+	otherTree, err := m.Start(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func() (Report, []int) {
+		t.Helper()
+		pidfile := filepath.Join(t.TempDir(), "pids")
+		if err := os.WriteFile(pidfile, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("bash", "-c", `(setsid `+daemon(pidfile)+` </dev/null >/dev/null 2>&1 &); true`)
+		tr, err := m.Start(cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-tr.Exited()
+		fds := daemonPidfds(t, pidfile)
+		rep, err := tr.Kill()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = cmd.Wait()
+		if err := tr.Close(); err != nil {
+			t.Error(err)
+		}
+		return rep, fds
+	}
+	rep, fds := run()
+	defer func() {
+		for _, fd := range fds {
+			_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+			// It is our child (reparented to this subreaper): reap it, so
+			// that no later test finds its zombie.
+			var info unix.Siginfo
+			_ = unix.Waitid(unix.P_PIDFD, fd, &info, unix.WEXITED, nil)
+			unix.Close(fd)
+		}
+		if z := proctest.Zombies(os.Getpid()); len(z) > 0 {
+			t.Errorf("zombies left: %v", z)
+		}
+	}()
+	if pidfdDead(fds[0], 200*time.Millisecond) || rep.Processes != 0 {
+		t.Errorf("a daemon born while two trees lived was attributed (report %+v)", rep)
+	}
+	if _, err := otherTree.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = other.Wait()
+	if err := otherTree.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The other tree's window is closed: its report must not have claimed
+	// the first daemon either (it was born in both windows).
+	time.Sleep(20 * time.Millisecond) // past the tick the other tree ended in
+	rep, fds2 := run()
+	fds = append(fds, fds2...)
+	if !pidfdDead(fds2[0], time.Second) || rep.Processes < 1 {
+		t.Errorf("a daemon born while only its tree lived survived (report %+v)", rep)
+	}
+	if pidfdDead(fds[0], 0) {
+		t.Errorf("the ambiguous daemon was killed by a later tree")
+	}
 }

@@ -86,7 +86,8 @@ type treeState struct {
 // was attributed earlier (same PID and start time), descends from any of
 // those, or is an orphan reparented to this subreaper that carries the tree's
 // EnvTag (live) or sits in the tree's cgroup (zombie), or, with
-// Config.SoleTree, any orphan of this process. With Config.Reaper the
+// Config.SoleTree, any orphan of this process, or, with Config.OwnProcess,
+// any orphan born while this tree was the only one alive (births). With Config.Reaper the
 // leader is the tree's reaper and every orphan of the tree is its
 // descendant. Without either, the residual ambiguity:
 // an orphan that replaced its environment, left the cgroup, and whose parent
@@ -170,6 +171,11 @@ func (t *Tree) isRoot(p proc, self, selfSid int, envKV string) bool {
 		// One tree, no other children of ours (Config.SoleTree): an
 		// orphan of ours that no other rule claims can only be this
 		// tree's, whatever it did to its scopes and environment.
+		return true
+	}
+	if t.m.cfg.OwnProcess && t.m.plat.births.onlyIn(t, p.start) {
+		// No other children of ours (Config.OwnProcess), and this tree
+		// was the only one alive when it was born.
 		return true
 	}
 	if !p.zombie() {

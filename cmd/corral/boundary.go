@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/user"
+	"runtime"
 	"strconv"
 
 	"github.com/corral-sh/corral/killtree"
@@ -43,7 +44,11 @@ func boundary(tier killtree.Tier, w whoRuns) []guarantee {
 	case cgroup:
 		add("nothing it starts outlives the call", false, "the cgroups belong to the command's own user, so it may move itself out of its cgroup; then only its session, group and descent are followed")
 	default:
-		add("nothing it starts outlives the call", false, "the pgroup tier follows the session, the group and descent: a process that leaves them, clears its environment and loses its parent before a sweep can escape")
+		if runtime.GOOS == "linux" {
+			add("nothing it starts outlives the call", false, "the pgroup tier follows the session, the group and descent, and takes every orphan born while only one command ran: a process that leaves them, clears its environment and loses its parent before a sweep, while another command runs, can escape (--reaper closes that)")
+		} else {
+			add("nothing it starts outlives the call", false, "the pgroup tier follows the session, the group and descent: a process that leaves them, clears its environment and loses its parent before a sweep can escape")
+		}
 	}
 
 	switch {

@@ -198,7 +198,9 @@ func (m *Main) newServer(f serverFlags, token, hint string, shared bool, log zer
 			jnl.Close()
 		}
 	}
-	containment := killtree.Config{Tier: killtree.Tier(f.containment), Reaper: f.reaper}
+	// This process runs commands and nothing else: an orphan born while
+	// only one command lived is that command's (killtree.Config.OwnProcess).
+	containment := killtree.Config{Tier: killtree.Tier(f.containment), Reaper: f.reaper, OwnProcess: true}
 	if err := f.limits.apply(&containment); err != nil {
 		closeJournal()
 		return nil, nil, nil, 0, err
