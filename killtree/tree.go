@@ -28,8 +28,9 @@ import (
 //
 // Beside Manager, killtree_linux.go, killtree_other.go and killtree_windows.go
 // supply detect and newPlatform, and the platform's newContainment, start,
-// destroy and close; each tier's containment implements the containment
-// interface (killtree.go).
+// destroy, close, and opened and ended (which bracket a tree's life for
+// Config.OwnProcess: births_linux.go; no-ops elsewhere); each tier's
+// containment implements the containment interface (killtree.go).
 
 // closeKill bounds the kill Close makes of a tree that an earlier Kill or
 // KillBy could not confirm empty: what outlived that is not likely to die
