@@ -31,6 +31,13 @@
 // Config.User is set). Request.Argv runs a program without the shell, as
 // exec does, in the same containment and on the same way down.
 //
+// A request that names a session carries the working directory and the
+// exported variables its last command ended with to the next one (a fresh
+// shell each time: the state is replayed). The shell reports its final
+// state on descriptor 3 from an EXIT trap (shellstate.go, statechan.go);
+// a command whose text cannot change that state is not asked to, and the
+// state it started with is saved instead (staticcmd.go).
+//
 // With a journal (Config.Journal) every command is recorded as started
 // before anything of it runs, and its Result before Run returns. A bash
 // command does not wait for the first commit: the shell starts beside it
