@@ -3,14 +3,19 @@
 package integration
 
 import (
+	"context"
+	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/corral-sh/corral/api"
 	"github.com/corral-sh/corral/internal/proctest"
 	"github.com/corral-sh/corral/killtree"
 	"github.com/corral-sh/corral/supervisor"
@@ -218,4 +223,79 @@ func checkPidfileDead(t *testing.T, pidfile string) {
 		_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
 		t.Errorf("the daemon %d survived", pid)
 	}
+}
+
+// TestEscapeScrubbedConcurrent: the server without a reaper, on pgroup, runs
+// command B while command A runs. B leaves a scrubbed daemon, born while
+// both ran: no rule can tell whose it is. B's Result says so and names it,
+// and the daemon is left running; A, ending last, kills it, and its Result
+// says it killed a process that it or a command beside it left.
+func TestEscapeScrubbedConcurrent(t *testing.T) {
+	srv := startServer(t, "--containment", "pgroup")
+	dir := t.TempDir()
+	started, release, pidfile := filepath.Join(dir, "started"), filepath.Join(dir, "release"), filepath.Join(dir, "pid")
+	type outcome struct {
+		res supervisor.Result
+		err error
+	}
+	ach := make(chan outcome, 1)
+	go func() {
+		body := api.ExecRequest{Command: "touch " + started + "; while [ ! -e " + release + " ]; do sleep 0.05; done",
+			Env: map[string]string{proctest.MarkerEnv: marker(t)}}
+		resp, err := srv.client.Do(srv.request(context.Background(), http.MethodPost, "/v1/exec", body))
+		if err != nil {
+			ach <- outcome{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		var r supervisor.Result
+		ach <- outcome{r, json.NewDecoder(resp.Body).Decode(&r)}
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(started); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("command A never started")
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition
+	}
+	b := srv.frontend().run(t, call{marker: marker(t), command: `(setsid env -i /bin/bash -c 'echo $$ > ` + pidfile +
+		`; exec -a X sleep 1000' </dev/null >/dev/null 2>&1 &); while [ ! -s ` + pidfile + ` ]; do sleep 0.01; done; echo hi`})
+	pid, err := strconv.Atoi(strings.TrimSpace(string(must(os.ReadFile(pidfile)))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		t.Fatalf("the daemon is gone already: %v", err)
+	}
+	defer unix.Close(fd)
+	defer unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+	want := "born while this command and another still running one ran cannot be told apart and was left running: pid " + strconv.Itoa(pid) + " (sleep)"
+	if !strings.Contains(b.Stderr, want) || b.Kill.Processes != 0 {
+		t.Errorf("B's Result: stderr %q kill %+v; want the note %q", b.Stderr, b.Kill, want)
+	}
+	if n, _ := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 0); n != 0 {
+		t.Fatal("the daemon died with B: then it was attributed after all")
+	}
+	if err := os.WriteFile(release, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a := <-ach
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	if !strings.Contains(a.res.Stderr, "also killed 1 process that this command or one that ran beside it and has ended left behind") {
+		t.Errorf("A's Result does not say it killed the stray: %q", a.res.Stderr)
+	}
+	checkPidfileDead(t, pidfile)
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

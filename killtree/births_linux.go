@@ -1,6 +1,11 @@
 package killtree
 
-import "sync"
+import (
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
 
 // births records when each tree of a Manager lived, for Config.OwnProcess:
 // an orphan reparented to this process that nothing else ties to a tree
@@ -11,6 +16,7 @@ import "sync"
 // tick of its end, both included, and a birth in a tick two trees share is
 // ambiguous.
 type births struct {
+	since  uint64 // the tick the Manager began; set before any tree starts
 	mu     sync.Mutex
 	open   map[*Tree]uint64 // tree -> its first tick; guarded by mu
 	closed []window         // ended trees still needed to judge a birth; guarded by mu
@@ -74,4 +80,81 @@ func (b *births) onlyIn(t *Tree, born uint64) bool {
 		}
 	}
 	return true
+}
+
+// overlaps reports whether a tree other than t that is still open was
+// alive at tick born: a process born then may be that tree's.
+func (b *births) overlaps(t *Tree, born uint64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for u, from := range b.open {
+		if u != t && born >= from {
+			return true
+		}
+	}
+	return false
+}
+
+// during reports whether t was alive at tick born.
+func (b *births) during(t *Tree, born uint64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	from, ok := b.open[t]
+	return ok && born >= from
+}
+
+// strays ends, for Config.OwnProcess, the live orphans of this process that
+// no tree claimed and that no tree still running besides t can have left:
+// born after the Manager began, and before every other open tree began.
+// Each was left by t or by trees that ended (born while two of them lived,
+// so that no rule could tell whose). It kills and reaps them, and returns
+// how many, and names those born while t and another tree still running
+// lived, which it leaves: the last of those trees to end kills them.
+func (t *Tree) strays(deadline time.Time) (killed int, left []Process) {
+	b := &t.m.plat.births
+	own := t.m.plat.own
+	buf := make([]byte, 1024)
+	var pids []int
+	if own != nil {
+		if data, err := own.readAll(buf); err == nil {
+			pids = parsePids(data)
+		}
+	} else {
+		pids = childrenOf(selfPid, 1, buf)
+	}
+	var victims []int
+	for _, pid := range pids {
+		if pid == t.pid || ownedElsewhere(pid) {
+			continue
+		}
+		p, ok := readStat(pid, buf)
+		if !ok || p.ppid != selfPid || p.zombie() || p.start < b.since {
+			continue
+		}
+		if b.overlaps(t, p.start) {
+			if b.during(t, p.start) {
+				left = append(left, Process{Pid: pid, Comm: comm(pid)})
+			}
+			continue
+		}
+		victims = append(victims, pid)
+	}
+	for _, pid := range victims {
+		// Our child, not yet reaped: the PID cannot name another
+		// process until we reap it.
+		if unix.Kill(pid, unix.SIGKILL) == nil {
+			killed++
+		}
+	}
+	for _, pid := range victims {
+		var ru unix.Rusage // not t's usage: the stray may be another tree's
+		for {
+			reaped, err := reapPid(pid, &ru)
+			if reaped || err != nil || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(time.Millisecond) // waiting for a SIGKILLed child to exit
+		}
+	}
+	return killed, left
 }

@@ -155,6 +155,16 @@ type Report struct {
 	Survivors int
 	// Alive names the survivors, sorted by PID.
 	Alive []Process
+	// Strays is how many processes this call also killed, with
+	// Config.OwnProcess, that no tree claimed and that only this tree or
+	// trees that have ended can have left (born while two of them lived);
+	// they are not counted in Processes, as they may not be this tree's.
+	Strays int
+	// Unattributed names the processes, with Config.OwnProcess, that were
+	// born while this tree and another tree still open lived, and that no
+	// rule ties to either: they are left running, and the last of those
+	// trees to end kills them (as its Strays).
+	Unattributed []Process
 	// Duration is the time from the call to the confirmation that the tree
 	// is empty (or to giving up).
 	Duration time.Duration

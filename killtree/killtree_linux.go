@@ -85,6 +85,7 @@ func newPlatform(cfg Config, tier Tier) (*platform, error) {
 		}
 		p.wd = wd
 	}
+	p.births.since = bootTicks()
 	if tier == TierCgroup2 || tier == TierCgroup1 {
 		p.homes = &homes{}
 		for _, root := range p.mnt.trickRoots() {

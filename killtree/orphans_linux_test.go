@@ -310,8 +310,9 @@ func TestSoleTreeRefusesSecond(t *testing.T) {
 
 // TestOwnProcessAmbiguous: with Config.OwnProcess, a scrubbed daemon born
 // while two trees lived is attributed to neither (the boundary doc.go
-// states): the tree that started it ends without it, and it is counted
-// nowhere. One born after the other tree ended is its tree's again.
+// states): the tree that started it ends without it and names it as
+// Unattributed; the other, ending last, kills it as a stray, counted apart.
+// One born after the other tree ended is its tree's again.
 func TestOwnProcessAmbiguous(t *testing.T) {
 	m, err := New(Config{Tier: TierPgroup, OwnProcess: true})
 	if err != nil {
@@ -363,22 +364,28 @@ func TestOwnProcessAmbiguous(t *testing.T) {
 	if pidfdDead(fds[0], 200*time.Millisecond) || rep.Processes != 0 {
 		t.Errorf("a daemon born while two trees lived was attributed (report %+v)", rep)
 	}
-	if _, err := otherTree.Kill(); err != nil {
+	if len(rep.Unattributed) != 1 || rep.Unattributed[0].Comm != "sleep" {
+		t.Errorf("Unattributed = %+v, want the daemon (comm sleep)", rep.Unattributed)
+	}
+	// The other tree ends: the daemon can only have been one of two
+	// ended trees', and the last of them kills it as a stray, counted
+	// apart from its own processes.
+	orep, err := otherTree.Kill()
+	if err != nil {
 		t.Fatal(err)
 	}
 	_ = other.Wait()
 	if err := otherTree.Close(); err != nil {
 		t.Fatal(err)
 	}
-	// The other tree's window is closed: its report must not have claimed
-	// the first daemon either (it was born in both windows).
+	if orep.Strays != 1 || orep.Processes != 1 || !pidfdDead(fds[0], time.Second) {
+		t.Errorf("the other tree's end: report %+v, daemon dead %v; want 1 stray killed beside its sleep", orep, pidfdDead(fds[0], 0))
+	}
+	// A daemon born while only its tree lived is that tree's.
 	time.Sleep(20 * time.Millisecond) // past the tick the other tree ended in
 	rep, fds2 := run()
 	fds = append(fds, fds2...)
-	if !pidfdDead(fds2[0], time.Second) || rep.Processes < 1 {
-		t.Errorf("a daemon born while only its tree lived survived (report %+v)", rep)
-	}
-	if pidfdDead(fds[0], 0) {
-		t.Errorf("the ambiguous daemon was killed by a later tree")
+	if !pidfdDead(fds2[0], time.Second) || rep.Processes < 1 || rep.Strays != 0 {
+		t.Errorf("a daemon born while only its tree lived: report %+v, dead %v", rep, pidfdDead(fds2[0], 0))
 	}
 }

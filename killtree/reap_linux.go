@@ -60,17 +60,22 @@ func (t *Tree) ours(p proc) bool {
 // retried on EINTR), adding its usage. Not reaped with a nil error: our
 // child, not waitable yet; ECHILD: not our child.
 func (t *Tree) reapOne(pid int) (reaped bool, err error) {
-	var ws unix.WaitStatus
 	var ru unix.Rusage
-	got, err := unix.Wait4(pid, &ws, unix.WNOHANG, &ru)
-	for errors.Is(err, unix.EINTR) {
-		got, err = unix.Wait4(pid, &ws, unix.WNOHANG, &ru)
-	}
-	if err == nil && got == pid {
+	if reaped, err = reapPid(pid, &ru); reaped {
 		t.addReaped(&ru)
-		return true, nil
 	}
-	return false, err
+	return reaped, err
+}
+
+// reapPid reaps pid if it is a zombie child of this process (wait4 with
+// WNOHANG), filling ru.
+func reapPid(pid int, ru *unix.Rusage) (reaped bool, err error) {
+	var ws unix.WaitStatus
+	got, err := unix.Wait4(pid, &ws, unix.WNOHANG, ru)
+	for errors.Is(err, unix.EINTR) {
+		got, err = unix.Wait4(pid, &ws, unix.WNOHANG, ru)
+	}
+	return err == nil && got == pid, err
 }
 
 // addReaped adds the rusage of an orphan this tree reaped to its usage

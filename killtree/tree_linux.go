@@ -361,8 +361,10 @@ func (t *Tree) terminate() (int, error) {
 }
 
 // kill is the whole kill: containment, group, sweeps, reaping.
-func (t *Tree) kill(deadline time.Time) (Report, error) {
-	var rep Report
+func (t *Tree) kill(deadline time.Time) (rep Report, err error) {
+	if t.m.cfg.OwnProcess {
+		defer func() { rep.Strays, rep.Unattributed = t.strays(deadline) }()
+	}
 	t.mu.Lock()
 	gone := t.st.gone
 	t.mu.Unlock()

@@ -134,6 +134,27 @@ func (s *Supervisor) note(end ending, v validated, kill KillInfo, alive []killtr
 	return ""
 }
 
+// strayNote says what the way down did about processes no rule could tie
+// to one command (killtree.Config.OwnProcess): strays it killed, left by
+// this command or by one that ran beside it and has ended; and the
+// processes it left, born while this command and another still running
+// one lived.
+func strayNote(strays int, left []killtree.Process) string {
+	var parts []string
+	if strays > 0 {
+		parts = append(parts, fmt.Sprintf("[corral: also killed %s that this command or one that ran beside it "+
+			"and has ended left behind; they were born while both ran, so corral cannot tell whose they were.]",
+			plural(strays, "process", "processes")))
+	}
+	if len(left) > 0 {
+		parts = append(parts, fmt.Sprintf("[corral: %s born while this command and another still running one ran "+
+			"cannot be told apart and %s left running: %s. corral kills %s when the last of those commands ends.]",
+			plural(len(left), "process", "processes"), pick(len(left) == 1, "was", "were"), names(left),
+			pick(len(left) == 1, "it", "them")))
+	}
+	return strings.Join(parts, "\n")
+}
+
 // maxNamed is how many survivors a note names; it counts the rest.
 const maxNamed = 10
 

@@ -79,6 +79,9 @@ type proc struct {
 	live     *live
 	kill     KillInfo
 	sent     string // the signal the way down sent last
+
+	strays       int                // what the way down killed that this or an ended command left (killtree.Report.Strays)
+	unattributed []killtree.Process // what it left: born while this and another running command ran
 }
 
 func (s *Supervisor) newID() string {
@@ -276,6 +279,11 @@ func (p *proc) supervise(ctx context.Context) ending {
 		p.kill.Lingering = max(p.kill.Lingering, report.Processes)
 	}
 	p.kill.Tier = string(report.Tier)
+	p.strays, p.unattributed = report.Strays, report.Unattributed
+	if report.Strays > 0 || len(report.Unattributed) > 0 {
+		p.log.Warn().Int("strays", report.Strays).Int("unattributed", len(report.Unattributed)).
+			Msg("processes born while two commands ran")
+	}
 	p.drainAll(end, down.Add(downLimit), err != nil)
 	return end
 }
@@ -347,6 +355,7 @@ func (p *proc) finish(end ending) Result {
 	res.Stderr, res.StderrInfo = p.shape(p.err, Stderr)
 	res.Stderr = withNote(withNote(res.Stderr, stateNote), p.s.note(end, p.v, p.kill, alive))
 	res.Stderr = withNote(res.Stderr, limitNote(reached, p.tree.Limits(), p.tree.OOMKiller()))
+	res.Stderr = withNote(res.Stderr, strayNote(p.strays, p.unattributed))
 	res.Truncated = res.StdoutInfo.Truncated || res.StderrInfo.Truncated
 	p.journalFinish(&res)
 	p.s.busy(p.v.Session, -1)
