@@ -29,8 +29,11 @@
 //     process that starts children only through its Manager, as corral
 //     serve and corral mcp), every such orphan born while only one tree of
 //     the Manager was alive (its start time against the trees' lives, in
-//     clock ticks): all of them when commands run one at a time; one born
-//     while two trees lived is not attributed. With none (the default), a
+//     clock ticks): all of them when commands run one at a time. One born
+//     while two trees lived is attributed to neither: the first of them to
+//     end names it (Report.Unattributed) and leaves it, and the last kills
+//     it (Report.Strays, not counted among its Processes). With none (the
+//     default), a
 //     process that left the leader's session and group, replaced its
 //     environment (`env -i`, `su -`, `runuser -l`), and, on the cgroup
 //     tiers, also left the cgroup (root only), and whose parent exited

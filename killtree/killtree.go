@@ -101,8 +101,9 @@ type Config struct {
 	// to this process that nothing else ties to a tree belongs to the tree
 	// that was alive when it was born, if only one was: a daemon that left
 	// its session and group and scrubbed its environment is still found,
-	// unless another tree's life overlapped its birth (then it is not
-	// attributed, as without OwnProcess). A library that starts processes
+	// unless another tree's life overlapped its birth: then the first of
+	// those trees to end names it (Report.Unattributed) and the last kills
+	// it (Report.Strays). A library that starts processes
 	// of its own must not set it: such a process, born while a tree lived,
 	// would be killed with that tree. Linux only; elsewhere no orphan
 	// reaches this process and it changes nothing.
