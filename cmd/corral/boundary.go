@@ -45,7 +45,7 @@ func boundary(tier killtree.Tier, w whoRuns) []guarantee {
 		add("nothing it starts outlives the call", false, "the cgroups belong to the command's own user, so it may move itself out of its cgroup; then only its session, group and descent are followed")
 	default:
 		if runtime.GOOS == "linux" {
-			add("nothing it starts outlives the call", false, "the pgroup tier follows the session, the group and descent, and takes every orphan born while only one command ran: a process that leaves them, clears its environment and loses its parent before a sweep, while another command runs, can escape (--reaper closes that)")
+			add("nothing it starts outlives the call", false, "the pgroup tier follows the session, the group and descent, and takes every orphan born while only one command ran: a process that leaves them, clears its environment and loses its parent before a sweep, while another command runs, outlives its command until the last of those commands ends (--reaper closes that)")
 		} else {
 			add("nothing it starts outlives the call", false, "the pgroup tier follows the session, the group and descent: a process that leaves them, clears its environment and loses its parent before a sweep can escape")
 		}
