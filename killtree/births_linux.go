@@ -19,7 +19,7 @@ type births struct {
 	since  uint64 // the tick the Manager began; set before any tree starts
 	mu     sync.Mutex
 	open   map[*Tree]uint64 // tree -> its first tick; guarded by mu
-	closed []window         // ended trees still needed to judge a birth; guarded by mu
+	closed []window         // ended trees that left unattributed processes, still needed to judge a birth; guarded by mu
 }
 
 type window struct{ from, to uint64 }
@@ -47,8 +47,15 @@ func (b *births) opened(t *Tree) {
 	b.closed = kept
 }
 
-// ended records that t is closed (or never started).
-func (b *births) ended(t *Tree) {
+// ended records that t is closed (or never started). Its life is kept
+// only when its last kill left processes born while it and another tree
+// lived (Report.Unattributed): they may be t's. A tree that ended without
+// them can have left no live process: its kill took every descendant, and
+// its strays pass every orphan of ours born in its life and no other open
+// tree's (or named it). Forgetting its life keeps a command that starts
+// in the same 10 ms tick as the previous one ended from finding its own
+// orphans ambiguous.
+func (b *births) ended(t *Tree, leftSome bool) {
 	now := bootTicks()
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -57,7 +64,9 @@ func (b *births) ended(t *Tree) {
 		return
 	}
 	delete(b.open, t)
-	b.closed = append(b.closed, window{from, now})
+	if leftSome {
+		b.closed = append(b.closed, window{from, now})
+	}
 }
 
 // onlyIn reports whether a process born at tick born can only be t's: t was

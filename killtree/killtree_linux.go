@@ -137,7 +137,12 @@ func (p *platform) start(cmd *exec.Cmd, lim Limits, name func(id string)) (conta
 
 // opened and ended bracket a tree's life for Config.OwnProcess (births).
 func (p *platform) opened(t *Tree) { p.births.opened(t) }
-func (p *platform) ended(t *Tree)  { p.births.ended(t) }
+func (p *platform) ended(t *Tree) {
+	t.mu.Lock()
+	left := t.st.leftUnattributed
+	t.mu.Unlock()
+	p.births.ended(t, left)
+}
 
 // tierLimits says how tier enforces each limit here (Doctor).
 func tierLimits(tier Tier) []LimitStatus { return limitsDoc(tier, findMounts()) }

@@ -330,7 +330,9 @@ func TestOwnProcessAmbiguous(t *testing.T) {
 		if err := os.WriteFile(pidfile, nil, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		cmd := exec.Command("bash", "-c", `(setsid `+daemon(pidfile)+` </dev/null >/dev/null 2>&1 &); true`)
+		// setsid -f forks at once and exits: the daemon is born a
+		// millisecond or so after the start.
+		cmd := exec.Command("setsid", "-f", "env", "-i", "/bin/sh", "-c", "echo $$ >> "+pidfile+"; exec sleep "+lifetime)
 		tr, err := m.Start(cmd)
 		if err != nil {
 			t.Fatal(err)
@@ -387,5 +389,51 @@ func TestOwnProcessAmbiguous(t *testing.T) {
 	fds = append(fds, fds2...)
 	if !pidfdDead(fds2[0], time.Second) || rep.Processes < 1 || rep.Strays != 0 {
 		t.Errorf("a daemon born while only its tree lived: report %+v, dead %v", rep, pidfdDead(fds2[0], 0))
+	}
+}
+
+// TestOwnProcessBackToBack: with Config.OwnProcess, commands run one after
+// another, each leaving a scrubbed daemon at once. A command often starts in
+// the 10 ms clock tick the previous one ended in, and its daemon is born in
+// it too; the ended tree left nothing behind, so the daemon is still its own
+// tree's: killed and counted as its process, not as a stray.
+func TestOwnProcessBackToBack(t *testing.T) {
+	m, err := New(Config{Tier: TierPgroup, OwnProcess: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	for i := range 30 {
+		pidfile := filepath.Join(t.TempDir(), "pids")
+		if err := os.WriteFile(pidfile, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		// setsid -f forks at once and exits: the daemon is born a
+		// millisecond or so after the start.
+		cmd := exec.Command("setsid", "-f", "env", "-i", "/bin/sh", "-c", "echo $$ >> "+pidfile+"; exec sleep "+lifetime)
+		tr, err := m.Start(cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-tr.Exited()
+		fds := daemonPidfds(t, pidfile)
+		rep, err := tr.Kill()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = cmd.Wait()
+		if err := tr.Close(); err != nil {
+			t.Error(err)
+		}
+		dead := pidfdDead(fds[0], time.Second)
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+		if !dead || rep.Processes < 1 || rep.Strays != 0 || len(rep.Unattributed) != 0 {
+			t.Fatalf("command %d: report %+v, daemon dead %v; want it killed as the tree's own", i, rep, dead)
+		}
+	}
+	if z := proctest.Zombies(os.Getpid()); len(z) > 0 {
+		t.Errorf("zombies left: %v", z)
 	}
 }

@@ -58,6 +58,9 @@ type treeState struct {
 	groups map[int]bool   // session and group IDs of attributed processes
 	cgLeaf string         // cgroup path suffix (relative), for zombie attribution; "" on pgroup
 	dead   map[int]bool   // PIDs the containment kill listed: their zombies are ours to reap
+	// leftUnattributed: the last kill's strays pass left processes born
+	// while this tree and another lived (Config.OwnProcess; births).
+	leftUnattributed bool
 	// status is the read end of the reaper's status pipe (Config.Reaper),
 	// nil without a reaper; statusRead, ws and wsOK hold what it said.
 	status     *os.File
@@ -363,7 +366,12 @@ func (t *Tree) terminate() (int, error) {
 // kill is the whole kill: containment, group, sweeps, reaping.
 func (t *Tree) kill(deadline time.Time) (rep Report, err error) {
 	if t.m.cfg.OwnProcess {
-		defer func() { rep.Strays, rep.Unattributed = t.strays(deadline) }()
+		defer func() {
+			rep.Strays, rep.Unattributed = t.strays(deadline)
+			t.mu.Lock()
+			t.st.leftUnattributed = len(rep.Unattributed) > 0
+			t.mu.Unlock()
+		}()
 	}
 	t.mu.Lock()
 	gone := t.st.gone
