@@ -69,48 +69,37 @@ func (b *births) ended(t *Tree, leftSome bool) {
 	}
 }
 
-// onlyIn reports whether a process born at tick born can only be t's: t was
-// alive then and no other tree of the Manager was.
-func (b *births) onlyIn(t *Tree, born uint64) bool {
+// birth is what the trees' lives say of a process born at a tick, for
+// one tree t.
+type birth struct {
+	during    bool // t was alive then
+	otherOpen bool // a tree other than t, still open, was alive then
+	closed    bool // a tree that ended leaving unattributed processes was alive then
+}
+
+// at judges a birth at tick born for t.
+func (b *births) at(t *Tree, born uint64) birth {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	var v birth
 	from, ok := b.open[t]
-	if !ok || born < from {
-		return false
-	}
+	v.during = ok && born >= from
 	for u, f := range b.open {
 		if u != t && born >= f {
-			return false
+			v.otherOpen = true
 		}
 	}
 	for _, w := range b.closed {
 		if born >= w.from && born <= w.to {
-			return false
+			v.closed = true
 		}
 	}
-	return true
+	return v
 }
 
-// overlaps reports whether a tree other than t that is still open was
-// alive at tick born: a process born then may be that tree's.
-func (b *births) overlaps(t *Tree, born uint64) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for u, from := range b.open {
-		if u != t && born >= from {
-			return true
-		}
-	}
-	return false
-}
-
-// during reports whether t was alive at tick born.
-func (b *births) during(t *Tree, born uint64) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	from, ok := b.open[t]
-	return ok && born >= from
-}
+// onlyIn reports whether a process born at tick born can only be t's: t was
+// alive then and no other tree of the Manager was.
+func (v birth) onlyIn() bool { return v.during && !v.otherOpen && !v.closed }
 
 // strays ends, for Config.OwnProcess, the live orphans of this process that
 // no tree claimed and that no tree still running besides t can have left:
@@ -140,8 +129,8 @@ func (t *Tree) strays(deadline time.Time) (killed int, left []Process) {
 		if !ok || p.ppid != selfPid || p.zombie() || p.start < b.since {
 			continue
 		}
-		if b.overlaps(t, p.start) {
-			if b.during(t, p.start) {
+		if v := b.at(t, p.start); v.otherOpen {
+			if v.during {
 				left = append(left, Process{Pid: pid, Comm: comm(pid)})
 			}
 			continue

@@ -324,32 +324,7 @@ func TestOwnProcessAmbiguous(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run := func() (Report, []int) {
-		t.Helper()
-		pidfile := filepath.Join(t.TempDir(), "pids")
-		if err := os.WriteFile(pidfile, nil, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		// setsid -f forks at once and exits: the daemon is born a
-		// millisecond or so after the start.
-		cmd := exec.Command("setsid", "-f", "env", "-i", "/bin/sh", "-c", "echo $$ >> "+pidfile+"; exec sleep "+lifetime)
-		tr, err := m.Start(cmd)
-		if err != nil {
-			t.Fatal(err)
-		}
-		<-tr.Exited()
-		fds := daemonPidfds(t, pidfile)
-		rep, err := tr.Kill()
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = cmd.Wait()
-		if err := tr.Close(); err != nil {
-			t.Error(err)
-		}
-		return rep, fds
-	}
-	rep, fds := run()
+	rep, fds := runFastDaemon(t, m)
 	defer func() {
 		for _, fd := range fds {
 			_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
@@ -385,7 +360,7 @@ func TestOwnProcessAmbiguous(t *testing.T) {
 	}
 	// A daemon born while only its tree lived is that tree's.
 	time.Sleep(20 * time.Millisecond) // past the tick the other tree ended in
-	rep, fds2 := run()
+	rep, fds2 := runFastDaemon(t, m)
 	fds = append(fds, fds2...)
 	if !pidfdDead(fds2[0], time.Second) || rep.Processes < 1 || rep.Strays != 0 {
 		t.Errorf("a daemon born while only its tree lived: report %+v, dead %v", rep, pidfdDead(fds2[0], 0))
@@ -404,27 +379,7 @@ func TestOwnProcessBackToBack(t *testing.T) {
 	}
 	defer m.Close()
 	for i := range 30 {
-		pidfile := filepath.Join(t.TempDir(), "pids")
-		if err := os.WriteFile(pidfile, nil, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		// setsid -f forks at once and exits: the daemon is born a
-		// millisecond or so after the start.
-		cmd := exec.Command("setsid", "-f", "env", "-i", "/bin/sh", "-c", "echo $$ >> "+pidfile+"; exec sleep "+lifetime)
-		tr, err := m.Start(cmd)
-		if err != nil {
-			t.Fatal(err)
-		}
-		<-tr.Exited()
-		fds := daemonPidfds(t, pidfile)
-		rep, err := tr.Kill()
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = cmd.Wait()
-		if err := tr.Close(); err != nil {
-			t.Error(err)
-		}
+		rep, fds := runFastDaemon(t, m)
 		dead := pidfdDead(fds[0], time.Second)
 		for _, fd := range fds {
 			unix.Close(fd)
@@ -436,4 +391,32 @@ func TestOwnProcessBackToBack(t *testing.T) {
 	if z := proctest.Zombies(os.Getpid()); len(z) > 0 {
 		t.Errorf("zombies left: %v", z)
 	}
+}
+
+// runFastDaemon runs, in m, a command that leaves a scrubbed daemon born a
+// millisecond or so after its start (setsid -f forks at once and exits),
+// kills and closes its tree, and returns the report with pidfds of the
+// daemon.
+func runFastDaemon(t *testing.T, m *Manager) (Report, []int) {
+	t.Helper()
+	pidfile := filepath.Join(t.TempDir(), "pids")
+	if err := os.WriteFile(pidfile, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("setsid", "-f", "env", "-i", "/bin/sh", "-c", "echo $$ >> "+pidfile+"; exec sleep "+lifetime)
+	tr, err := m.Start(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-tr.Exited()
+	fds := daemonPidfds(t, pidfile)
+	rep, err := tr.Kill()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	if err := tr.Close(); err != nil {
+		t.Error(err)
+	}
+	return rep, fds
 }

@@ -176,7 +176,7 @@ func (t *Tree) isRoot(p proc, self, selfSid int, envKV string) bool {
 		// tree's, whatever it did to its scopes and environment.
 		return true
 	}
-	if t.m.cfg.OwnProcess && t.m.plat.births.onlyIn(t, p.start) {
+	if t.m.cfg.OwnProcess && t.m.plat.births.at(t, p.start).onlyIn() {
 		// No other children of ours (Config.OwnProcess), and this tree
 		// was the only one alive when it was born.
 		return true
