@@ -28,6 +28,11 @@
 // kills and removes everything inside when the test ends. Safety.Start starts a command inside
 // them before the child runs any code of its own.
 //
+// # Heavy suites
+//
+// Heavy skips a test unless CORRAL_HEAVY=1: fork bombs, big floods, load, soak and container
+// tests run in .ci/run, which sets it, and not in a plain go test ./... .
+//
 // The oracles and Safe work on Linux only. Elsewhere they compile, Survivors and Zombies return
 // nothing, NoSurvivors logs that it cannot check, and Safe skips the test.
 package proctest
