@@ -108,6 +108,12 @@ type Options struct {
 	// SpillPath, when non-empty, names the file holding the fuller copy;
 	// the marker then carries the spill sentence.
 	SpillPath string
+	// SpillKept says which part of the stream the spill file holds when it
+	// holds only part of it (the capture stopped at its ceiling, or the file
+	// at the spill cap): the sentence then says "Output up to byte N of M
+	// saved to <path>" instead of "Full output saved to <path>", which is
+	// said only of a whole copy. The zero SpillKept means the whole stream.
+	SpillKept SpillKept
 	// Raw disables the model-view clean-up (ANSI strip, carriage-return
 	// collapse, binary detection). Invalid UTF-8 and NUL bytes are replaced
 	// with U+FFFD either way.

@@ -37,10 +37,11 @@ type markerSpec struct {
 	lim         Limits
 }
 
-// marker renders the marker for m, naming spillPath when it is non-empty.
+// marker renders the marker for m, naming spillPath when it is non-empty
+// and saying what of the stream it holds (kept).
 // The result is at most MaxMarkerBytes long: an absurdly long path is
 // shortened in the middle with "…".
-func marker(m markerSpec, spillPath string) string {
+func marker(m markerSpec, spillPath string, kept SpillKept) string {
 	build := func(path string) string {
 		var b strings.Builder
 		b.Grow(160 + len(path))
@@ -77,9 +78,7 @@ func marker(m markerSpec, spillPath string) string {
 			b.WriteString(".")
 		}
 		if path != "" {
-			b.WriteString(spillPrefix)
-			b.WriteString(path)
-			b.WriteString(spillSuffix)
+			b.WriteString(spillSentence(kept, path))
 		} else {
 			b.WriteString(narrowHint)
 		}
@@ -90,11 +89,11 @@ func marker(m markerSpec, spillPath string) string {
 }
 
 // binaryLine renders the one line that replaces binary output.
-func binaryLine(totalBytes int64, spillPath string) string {
+func binaryLine(totalBytes int64, spillPath string, kept SpillKept) string {
 	return fitPath(func(path string) string {
 		s := "[binary output: " + strconv.FormatInt(totalBytes, 10) + " bytes"
 		if path != "" {
-			s += "; saved to " + path
+			s += binarySaved(kept, path)
 		}
 		return s + "]"
 	}, spillPath)

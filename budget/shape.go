@@ -45,7 +45,7 @@ func Shape(data []byte, c Counts, o Options) (string, Info) {
 	}
 	if !o.Raw && looksBinary(data) {
 		info.Binary, info.Truncated = true, true
-		return binaryLine(c.TotalBytes, o.SpillPath), info
+		return binaryLine(c.TotalBytes, o.SpillPath, o.SpillKept), info
 	}
 
 	var v view
@@ -66,7 +66,7 @@ func Shape(data []byte, c Counts, o Options) (string, Info) {
 		return string(v.head) + string(v.tail), info
 	}
 	v.m.total, v.m.lim = c.TotalLines, lim
-	return v.render(marker(v.m, o.SpillPath)), info
+	return v.render(marker(v.m, o.SpillPath, o.SpillKept)), info
 }
 
 // view is a cut before rendering: the kept text at the head and at the tail

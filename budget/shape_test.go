@@ -347,3 +347,36 @@ func TestParsePolicy(t *testing.T) {
 		}
 	}
 }
+
+// TestSpillSentencePartial: the spill sentence says "Full output" only of a
+// whole copy; a copy that stopped at a ceiling names the bytes it holds.
+func TestSpillSentencePartial(t *testing.T) {
+	t.Parallel()
+	lim := Limits{MaxLines: 1}
+	data := []byte("a\nb\n")
+	for _, c := range []struct {
+		name string
+		kept SpillKept
+		want string
+	}{
+		// No SpillKept: a whole copy.
+		{"whole", SpillKept{}, " Full output saved to /s/x.log — Grep it"},
+		// Parts that add up to the stream: a whole copy.
+		{"whole by extent", SpillKept{HeadBytes: 4, StreamBytes: 4}, " Full output saved to /s/x.log — Grep it"},
+		// The head up to a ceiling.
+		{"head", SpillKept{HeadBytes: 3, StreamBytes: 900}, " Output up to byte 3 of 900 saved to /s/x.log — Grep it"},
+		// The tail after the start was dropped.
+		{"tail", SpillKept{TailBytes: 100, StreamBytes: 900}, " Output after byte 800 of 900 saved to /s/x.log — Grep it"},
+		// Both ends with a gap.
+		{"both", SpillKept{HeadBytes: 10, TailBytes: 100, StreamBytes: 900}, " Output up to byte 10 and after byte 800 of 900 saved to /s/x.log — Grep it"},
+	} {
+		got, _ := Shape(data, Counts{}, Options{Limits: lim, SpillPath: "/s/x.log", SpillKept: c.kept})
+		if !strings.Contains(got, c.want) {
+			t.Errorf("%s: %q lacks %q", c.name, got, c.want)
+		}
+	}
+	bin, _ := Shape([]byte{0, 1, 2}, Counts{}, Options{SpillPath: "/s/b.log", SpillKept: SpillKept{HeadBytes: 3, StreamBytes: 9}})
+	if want := "[binary output: 3 bytes; output up to byte 3 of 9 saved to /s/b.log]"; bin != want {
+		t.Errorf("binary: %q, want %q", bin, want)
+	}
+}

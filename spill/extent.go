@@ -166,3 +166,11 @@ func (s *Store) readExtent(rel string) Extent {
 	}
 	return ext
 }
+
+// Extent returns what WriteStream would keep of st under the store's cap:
+// the Extent its sidecar records. A caller that names the file (a marker)
+// says from it whether the file is the whole stream.
+func (s *Store) Extent(st Stream) Extent {
+	_, ext := st.fit(s.maxBytes)
+	return ext
+}

@@ -436,7 +436,9 @@ func TestRunGiantLine(t *testing.T) {
 }
 
 // TestRunCutAndSpill: seq 1 100000 is cut to its first 4000 lines, with the
-// spill sentence naming a file that holds more than the view.
+// spill sentence naming a file that holds more than the view: its 588,895
+// bytes pass the 512 KiB capture ceiling, so the file holds the stream up to
+// that byte and the sentence says so.
 func TestRunCutAndSpill(t *testing.T) {
 	t.Parallel()
 	s := newSup(t, Config{DataDir: t.TempDir()})
@@ -445,7 +447,7 @@ func TestRunCutAndSpill(t *testing.T) {
 	if !info.Truncated || info.KeptLines != 4000 || info.TotalLines != 100000 || info.SpillPath == "" {
 		t.Fatalf("stdout info %+v", info)
 	}
-	wantMarker := fmt.Sprintf("[truncated: kept the first 4000 of 100000 lines; limit 4000 lines / 96KB. Full output saved to %s — Grep it, or Read it with offset/limit.]", info.SpillPath)
+	wantMarker := fmt.Sprintf("[truncated: kept the first 4000 of 100000 lines; limit 4000 lines / 96KB. Output up to byte 524288 of 588895 saved to %s — Grep it, or Read it with offset/limit.]", info.SpillPath)
 	if !strings.HasSuffix(res.Stdout, "4000\n"+wantMarker) {
 		t.Errorf("stdout ends %q", res.Stdout[len(res.Stdout)-200:])
 	}
