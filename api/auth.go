@@ -13,13 +13,20 @@ import (
 // whatever the supplied value shares with the token, its length included.
 // A refusal is 401 with WWW-Authenticate and closes the connection: a
 // client without the token gets no idle connection to keep.
+//
+// With several tokens (Config.Tokens) each is compared, and the request's
+// context records which one matched: its tenant (tenancy.go).
 func (s *Server) auth(next http.Handler) http.Handler {
-	if len(s.token) == 0 {
+	if len(s.tokens) == 0 {
 		return next
 	}
-	want := sha256.Sum256(s.token)
+	want := make([][sha256.Size]byte, len(s.tokens))
+	for i, t := range s.tokens {
+		want[i] = sha256.Sum256(t)
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !authorized(r.Header.Values("Authorization"), want) {
+		i := authorized(r.Header.Values("Authorization"), want)
+		if i < 0 {
 			if r.Body != nil && r.Body != http.NoBody {
 				// The server would read up to 256 KiB of the unread
 				// body before closing; a slow sender would hold the
@@ -31,19 +38,26 @@ func (s *Server) auth(next http.Handler) http.Handler {
 			writeError(w, errorf(ErrUnauthenticated, "a valid \"Authorization: Bearer <token>\" header is required"))
 			return
 		}
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(w, withTenant(r, i))
 	})
 }
 
-// authorized reports whether the Authorization header values are exactly
-// one bearer credential whose SHA-256 digest is want.
-func authorized(values []string, want [sha256.Size]byte) bool {
+// authorized returns the index of the digest in want that the Authorization
+// header values match, exactly one bearer credential, or -1. Every digest is
+// compared, so the time taken does not say which one matched.
+func authorized(values []string, want [][sha256.Size]byte) int {
 	if len(values) != 1 {
-		return false
+		return -1
 	}
 	token, ok := bearer(values[0])
 	got := sha256.Sum256([]byte(token))
-	return subtle.ConstantTimeCompare(got[:], want[:]) == 1 && ok
+	match := -1
+	for i := range want {
+		if subtle.ConstantTimeCompare(got[:], want[i][:]) == 1 && ok {
+			match = i
+		}
+	}
+	return match
 }
 
 // bearer returns the credential of an Authorization value of the Bearer

@@ -76,6 +76,9 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	for i := range b.Requests {
+		b.Requests[i].Owner = s.httpOwner(r)
+	}
 	// A client that disconnects gets the batch aborted without the grace
 	// (supervisor.ErrClientGone).
 	ctx, end := whileConnected(r.Context())

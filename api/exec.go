@@ -139,6 +139,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	req.Owner = s.httpOwner(r) // a yield hands the command over as its job
 	// A client that disconnects gets its command aborted without the
 	// grace (supervisor.ErrClientGone).
 	ctx, end := whileConnected(r.Context())

@@ -125,6 +125,7 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	req.Owner = s.httpOwner(r)
 	st, err := s.startJob(req)
 	if err != nil {
 		writeError(w, err)
@@ -134,7 +135,7 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, JobList{Jobs: s.sup.Jobs()})
+	writeJSON(w, http.StatusOK, JobList{Jobs: s.ownedJobs(s.httpOwner(r))})
 }
 
 func (s *Server) jobOutput(w http.ResponseWriter, r *http.Request) {
@@ -157,6 +158,10 @@ func (s *Server) jobOutput(w http.ResponseWriter, r *http.Request) {
 	}
 	wait, err := querySeconds(q.Get("wait"), "wait", 0, supervisor.MaxOutputWait)
 	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if err := s.ownJob(s.httpOwner(r), r.PathValue("id")); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -190,6 +195,10 @@ func (s *Server) jobStdin(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		closeStdin = b
+	}
+	if err := s.ownJob(s.httpOwner(r), r.PathValue("id")); err != nil {
+		writeError(w, err)
+		return
 	}
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
 	if err != nil {
@@ -228,6 +237,10 @@ func (s *Server) waitJob(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	id := r.PathValue("id")
+	if err := s.ownJob(s.httpOwner(r), id); err != nil {
+		writeError(w, err)
+		return
+	}
 	if timeout == 0 {
 		// No waiting: WaitJob's 0 would wait without a deadline.
 		if err := s.jobRunning(id); err != nil {
@@ -258,6 +271,10 @@ func (s *Server) jobRunning(id string) error {
 }
 
 func (s *Server) deleteJob(w http.ResponseWriter, r *http.Request) {
+	if err := s.ownJob(s.httpOwner(r), r.PathValue("id")); err != nil {
+		writeError(w, err)
+		return
+	}
 	res, err := s.sup.KillJob(r.PathValue("id"))
 	if err != nil {
 		writeError(w, err)

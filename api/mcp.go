@@ -174,7 +174,7 @@ func (e codedError) Unwrap() error { return e.err }
 // a background job (hence no fixed output schema).
 func (s *Server) bashTool(ctx context.Context, req *mcp.CallToolRequest, in BashInput) (*mcp.CallToolResult, any, error) {
 	if in.Background || in.Lifetime != nil || in.Interactive {
-		return s.bashBackground(in)
+		return s.bashBackground(in, s.mcpOwner(req))
 	}
 	r, err := ExecRequest{Command: in.Command, Timeout: in.Timeout, Cwd: in.Cwd, Yield: in.Yield,
 		Session: cmp.Or(in.Session, s.mcpSession(req)), ResetSession: in.Restart, Limits: in.Limits}.request(s.sup.MaxTimeout())
@@ -182,6 +182,7 @@ func (s *Server) bashTool(ctx context.Context, req *mcp.CallToolRequest, in Bash
 		s.metrics.outcome(OutcomeInvalid)
 		return nil, nil, toolError(err)
 	}
+	r.Owner = s.mcpOwner(req) // a yield hands the command over as its job
 	ctx, end := s.callContext(ctx, req)
 	defer end()
 	stop := func() {}

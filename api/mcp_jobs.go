@@ -104,7 +104,7 @@ func (s *Server) addJobTools(srv *mcp.Server, b supervisor.Bounds) {
 }
 
 // bashBackground starts the bash tool's command as a background job.
-func (s *Server) bashBackground(in BashInput) (*mcp.CallToolResult, any, error) {
+func (s *Server) bashBackground(in BashInput, owner string) (*mcp.CallToolResult, any, error) {
 	if !in.Background {
 		return nil, nil, toolError(errorf(ErrInvalidArgument, "lifetime and interactive need background: true"))
 	}
@@ -113,6 +113,7 @@ func (s *Server) bashBackground(in BashInput) (*mcp.CallToolResult, any, error) 
 	if err != nil {
 		return nil, nil, toolError(err)
 	}
+	req.Owner = owner
 	st, err := s.startJob(req)
 	if err != nil {
 		return nil, nil, toolError(err)
@@ -141,6 +142,9 @@ func (s *Server) jobOutputTool(ctx context.Context, req *mcp.CallToolRequest, in
 			return nil, supervisor.JobOutput{}, toolError(errorf(ErrInvalidArgument,
 				"after must be a byte offset of 0 or more (omit it to continue from the previous read), got %d", after))
 		}
+	}
+	if err := s.ownJob(s.mcpOwner(req), in.ID); err != nil {
+		return nil, supervisor.JobOutput{}, toolError(err)
 	}
 	out, err := s.sup.JobOutput(ctx, in.ID, stream, after, wait)
 	if err != nil {
@@ -177,6 +181,9 @@ func outputText(out supervisor.JobOutput, cursorless bool) string {
 }
 
 func (s *Server) jobInputTool(ctx context.Context, req *mcp.CallToolRequest, in JobInputInput) (*mcp.CallToolResult, JobInputResult, error) {
+	if err := s.ownJob(s.mcpOwner(req), in.ID); err != nil {
+		return nil, JobInputResult{}, toolError(err)
+	}
 	res := JobInputResult{ID: in.ID, Written: len(in.Data), Closed: in.Close}
 	if in.Yield != 0 {
 		yield, err := seconds(in.Yield, "yield", 0, supervisor.MaxOutputWait)
@@ -201,6 +208,9 @@ func (s *Server) jobInputTool(ctx context.Context, req *mcp.CallToolRequest, in 
 }
 
 func (s *Server) jobKillTool(ctx context.Context, req *mcp.CallToolRequest, in JobIDInput) (*mcp.CallToolResult, supervisor.Result, error) {
+	if err := s.ownJob(s.mcpOwner(req), in.ID); err != nil {
+		return nil, supervisor.Result{}, toolError(err)
+	}
 	res, err := s.sup.KillJob(in.ID)
 	if err != nil {
 		return nil, supervisor.Result{}, toolError(err)
@@ -209,7 +219,7 @@ func (s *Server) jobKillTool(ctx context.Context, req *mcp.CallToolRequest, in J
 }
 
 func (s *Server) jobListTool(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, JobList, error) {
-	list := JobList{Jobs: s.sup.Jobs()}
+	list := JobList{Jobs: s.ownedJobs(s.mcpOwner(req))}
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: jsonText(list)}}}, list, nil
 }
 

@@ -23,7 +23,7 @@ func mcpCaller(t *testing.T, e *env, version string) func(name string, args map[
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
 	cs, err := newMCPClient().Connect(ctx, &mcp.StreamableClientTransport{
-		Endpoint: e.ts.URL + "/mcp", HTTPClient: &http.Client{Transport: tr}, MaxRetries: -1,
+		Endpoint: e.ts.URL + "/mcp", HTTPClient: &http.Client{Transport: bearerTransport{e.token, tr}}, MaxRetries: -1,
 	}, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		t.Fatal(err)

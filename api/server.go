@@ -36,6 +36,14 @@ type Config struct {
 	// Token, when non-empty, is required as "Authorization: Bearer <Token>"
 	// on every request except GET /healthz. Empty means no authentication.
 	Token string
+	// Tokens are more bearer tokens the server accepts, each a tenant of
+	// its own: the jobs started with one are not seen with another (see
+	// SharedJobs). They need Token.
+	Tokens []string
+	// SharedJobs lets every client see, read, write to and kill every
+	// background job. By default a job belongs to the MCP session, or else
+	// the token, that started it, and another client gets NOT_FOUND.
+	SharedJobs bool
 	// MaxConcurrent bounds the commands running at once (HTTP and MCP
 	// together); 0 is DefaultMaxConcurrent. One more gets RESOURCE_EXHAUSTED.
 	MaxConcurrent int
@@ -70,7 +78,9 @@ type Config struct {
 // background jobs; the caller closes the Supervisor afterwards.
 type Server struct {
 	sup     *supervisor.Supervisor
-	token   []byte
+	tokens  [][]byte // Config.Token, then Config.Tokens; none without auth
+	// sharedJobs is Config.SharedJobs.
+	sharedJobs bool
 	log     zerolog.Logger
 	version string
 	reg     *prometheus.Registry
@@ -114,13 +124,24 @@ func New(cfg Config) (*Server, error) {
 			cfg.Heartbeat, cfg.MCPSessions, cfg.MCPSessionIdle)
 	}
 	s := &Server{
-		sup:     cfg.Supervisor,
-		token:   []byte(cfg.Token),
+		sup:        cfg.Supervisor,
+		sharedJobs: cfg.SharedJobs,
 		log:     zerolog.Nop(),
 		version: cfg.Version,
 		reg:     cfg.Registry,
 		slots:   make(chan struct{}, cfg.MaxConcurrent),
 		beat:    cmp.Or(cfg.Heartbeat, DefaultHeartbeat),
+	}
+	if cfg.Token == "" && len(cfg.Tokens) > 0 {
+		return nil, errors.New("api: Config.Tokens needs Config.Token")
+	}
+	for _, t := range append([]string{cfg.Token}, cfg.Tokens...) {
+		if t == "" && len(cfg.Tokens) > 0 {
+			return nil, errors.New("api: an empty token in Config.Tokens")
+		}
+		if t != "" {
+			s.tokens = append(s.tokens, []byte(t))
+		}
 	}
 	switch {
 	case cfg.BodyTimeout == 0:

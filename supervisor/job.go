@@ -140,6 +140,7 @@ type job struct {
 	id          string
 	command     string
 	session     string
+	owner       string // Request.Owner
 	started     time.Time
 	pid         int
 	interactive bool
@@ -261,7 +262,7 @@ func (s *Supervisor) StartJob(r JobRequest) (JobStarted, error) {
 // its yield never shows up as a job. Only the caller and the supervising
 // goroutine hold the returned proc; the job drops it when it ends.
 func (s *Supervisor) launchJob(v validated, listed bool) (*job, *proc, error) {
-	j := &job{id: newJobID(), command: v.Command, session: v.Session, started: time.Now(),
+	j := &job{id: newJobID(), command: v.Command, session: v.Session, owner: v.Owner, started: time.Now(),
 		interactive: v.interactive, done: make(chan struct{}), wake: make(chan struct{}), listed: listed}
 	v.notify = j.poke
 	t := &s.jobs

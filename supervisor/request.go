@@ -96,6 +96,12 @@ type Request struct {
 	Session, Label string
 	// ResetSession clears the session's state before the command runs.
 	ResetSession bool
+	// Owner names the client a job belongs to (a StartJob job, or the job
+	// a yielding command becomes); "" is nobody in particular. The
+	// supervisor only records it (JobOwner, OwnedJobs): a front end that
+	// serves several clients uses it to keep one client's jobs from
+	// another.
+	Owner string
 	// Yield, when positive, hands the command over as a background job if
 	// it still runs after that long: Run then returns a Result with Running
 	// set, the job's ID and the model views of what it printed so far, and
