@@ -77,17 +77,17 @@ type Config struct {
 // for concurrent use. Shutdown aborts what is running and kills the
 // background jobs; the caller closes the Supervisor afterwards.
 type Server struct {
-	sup     *supervisor.Supervisor
-	tokens  [][]byte // Config.Token, then Config.Tokens; none without auth
+	sup    *supervisor.Supervisor
+	tokens [][]byte // Config.Token, then Config.Tokens; none without auth
 	// sharedJobs is Config.SharedJobs.
 	sharedJobs bool
-	log     zerolog.Logger
-	version string
-	reg     *prometheus.Registry
-	metrics *metrics
-	slots   chan struct{} // one token per running command
-	beat    time.Duration // Config.Heartbeat
-	mcp     *mcp.Server   // stdio, and streamable HTTP without sessions
+	log        zerolog.Logger
+	version    string
+	reg        *prometheus.Registry
+	metrics    *metrics
+	slots      chan struct{} // one token per running command
+	beat       time.Duration // Config.Heartbeat
+	mcp        *mcp.Server   // stdio, and streamable HTTP without sessions
 	// stdioSession is the corral session of ServeMCP's one connection;
 	// written by ServeMCP before it serves.
 	stdioSession string
@@ -126,11 +126,11 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		sup:        cfg.Supervisor,
 		sharedJobs: cfg.SharedJobs,
-		log:     zerolog.Nop(),
-		version: cfg.Version,
-		reg:     cfg.Registry,
-		slots:   make(chan struct{}, cfg.MaxConcurrent),
-		beat:    cmp.Or(cfg.Heartbeat, DefaultHeartbeat),
+		log:        zerolog.Nop(),
+		version:    cfg.Version,
+		reg:        cfg.Registry,
+		slots:      make(chan struct{}, cfg.MaxConcurrent),
+		beat:       cmp.Or(cfg.Heartbeat, DefaultHeartbeat),
 	}
 	if cfg.Token == "" && len(cfg.Tokens) > 0 {
 		return nil, errors.New("api: Config.Tokens needs Config.Token")
