@@ -66,8 +66,10 @@ type Batch struct {
 // K counting the items shown in full or in part, B the bytes kept (the
 // marker, at most MaxMarkerBytes, lies outside the budget), T the bytes of
 // the whole. When not even the last line fits, a character-safe suffix of
-// it is kept, never an empty view. The text is always valid UTF-8 (invalid
-// bytes become U+FFFD) and the kept tail is a suffix of the whole.
+// it is kept, never an empty view. The item that is cut keeps its header
+// line in front of its tail, so the reader always knows whose output it
+// reads. The text is always valid UTF-8 (invalid bytes become U+FFFD), and
+// apart from that header line the kept tail is a suffix of the whole.
 //
 // BatchView is pure and safe for concurrent use.
 func BatchView(items []BatchItem, o BatchOptions) Batch {
@@ -94,12 +96,7 @@ func BatchView(items []BatchItem, o BatchOptions) Batch {
 		size += len(sections[i])
 		kept++
 	}
-	part := lineTail(sections[i], limit-size)
-	if size == 0 && part == "" {
-		// Not even the last line fits: keep a character-safe suffix of it.
-		s := sections[i]
-		part = s[len(s)-utf8cut.Suffix([]byte(s), limit):]
-	}
+	part := cutSection(sections[i], limit-size, size == 0)
 	if part != "" {
 		kept++
 	}
@@ -152,6 +149,37 @@ func HeaderCommand(cmd string) string {
 		count++
 	}
 	return line[:i] + ellipsis
+}
+
+// cutSection cuts a section to at most room bytes: its header line, then
+// the longest tail of its text that starts a line; "" when not even the
+// header and one line fit. With last (nothing else is kept) it never
+// returns "": a character-safe suffix of the text follows the header, or,
+// when the header alone is too long, a suffix of the section.
+func cutSection(s string, room int, last bool) string {
+	if len(s) <= room {
+		return s
+	}
+	i := strings.IndexByte(s, '\n') + 1 // batchSection ends every header with one
+	header, body := s[:i], s[i:]
+	if len(header) < room {
+		if tail := lineTail(body, room-len(header)); tail != "" {
+			return header + tail
+		}
+		if last {
+			return header + body[len(body)-utf8cut.Suffix([]byte(body), room-len(header)):]
+		}
+		return ""
+	}
+	// No room for the header: a tail of the section alone, for the last
+	// result only, so that the view is never empty.
+	if !last {
+		return ""
+	}
+	if tail := lineTail(s, room); tail != "" {
+		return tail
+	}
+	return s[len(s)-utf8cut.Suffix([]byte(s), room):]
 }
 
 // lineTail returns the longest suffix of s that starts a line (at 0 or

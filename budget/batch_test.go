@@ -27,18 +27,28 @@ func TestBatchView(t *testing.T) {
 		{"fits", 4096, Batch{View: whole, KeptResults: 3, ViewBytes: len(whole), TotalBytes: len(whole)}},
 		// Exactly the whole: still no marker.
 		{"exact", len(whole), Batch{View: whole, KeptResults: 3, ViewBytes: len(whole), TotalBytes: len(whole)}},
-		// The last result whole, the second cut to its last line.
-		{"cut on a line", 72, Batch{
-			View: "[batch compacted: kept the last 2 of 3 results (72 of 134 bytes); limit 72B. Every result is kept whole in the session journal — read one with GET /v1/sessions/s1/results/<rid>.]\n" +
-				"two\n[exit code 0 after 1ms]\n[3/3] $ seq 3\n1\n2\n3\n[exit code 0 after 2ms]\n",
-			Truncated: true, KeptResults: 2, ViewBytes: 72, TotalBytes: 134}},
+		// The last result whole, the second cut to its last line under its header.
+		{"cut on a line", 85, Batch{
+			View: "[batch compacted: kept the last 2 of 3 results (85 of 134 bytes); limit 85B. Every result is kept whole in the session journal — read one with GET /v1/sessions/s1/results/<rid>.]\n" +
+				"[2/3] $ echo two\n[exit code 0 after 1ms]\n[3/3] $ seq 3\n1\n2\n3\n[exit code 0 after 2ms]\n",
+			Truncated: true, KeptResults: 2, ViewBytes: 85, TotalBytes: 134}},
+		// A line of the second fits, but not with its header: the last result only.
+		{"no room for the header", 72, Batch{
+			View: "[batch compacted: kept the last 1 of 3 results (44 of 134 bytes); limit 72B. Every result is kept whole in the session journal — read one with GET /v1/sessions/s1/results/<rid>.]\n" +
+				"[3/3] $ seq 3\n1\n2\n3\n[exit code 0 after 2ms]\n",
+			Truncated: true, KeptResults: 1, ViewBytes: 44, TotalBytes: 134}},
 		// The last result whole and not a line more.
 		{"whole results only", 50, Batch{
 			View: "[batch compacted: kept the last 1 of 3 results (44 of 134 bytes); limit 50B. Every result is kept whole in the session journal — read one with GET /v1/sessions/s1/results/<rid>.]\n" +
 				"[3/3] $ seq 3\n1\n2\n3\n[exit code 0 after 2ms]\n",
 			Truncated: true, KeptResults: 1, ViewBytes: 44, TotalBytes: 134}},
-		// Not even the last line fits: a suffix of it.
-		{"single line", 10, Batch{
+		// Not even the last line fits: its header and a suffix of it.
+		{"single line", 24, Batch{
+			View: "[batch compacted: kept the last 1 of 3 results (24 of 134 bytes); limit 24B. Every result is kept whole in the session journal — read one with GET /v1/sessions/s1/results/<rid>.]\n" +
+				"[3/3] $ seq 3\nfter 2ms]\n",
+			Truncated: true, KeptResults: 1, ViewBytes: 24, TotalBytes: 134}},
+		// Not even the header fits: a suffix of the last line.
+		{"smaller than the header", 10, Batch{
 			View: "[batch compacted: kept the last 1 of 3 results (10 of 134 bytes); limit 10B. Every result is kept whole in the session journal — read one with GET /v1/sessions/s1/results/<rid>.]\n" +
 				"fter 2ms]\n",
 			Truncated: true, KeptResults: 1, ViewBytes: 10, TotalBytes: 134}},
@@ -161,19 +171,67 @@ func checkBatch(t *testing.T, items []BatchItem, limit int) {
 		t.Fatalf("truncated a text of %d bytes under %d", len(full), limit)
 	}
 	mark, tail, ok := strings.Cut(got.View, "\n")
-	if !ok || tail == "" || len(tail) > limit || len(tail) != got.ViewBytes || !strings.HasSuffix(full, tail) {
-		t.Fatalf("tail %q (viewBytes %d) is not a non-empty suffix within %d of %q", tail, got.ViewBytes, limit, full)
+	if !ok || tail == "" || len(tail) > limit || len(tail) != got.ViewBytes {
+		t.Fatalf("tail %q (viewBytes %d) is not a non-empty text within %d", tail, got.ViewBytes, limit)
 	}
-	cut := len(full) - len(tail)
-	if full[cut-1] == '\n' {
-		// On a line boundary: the line before it would not have fit.
-		prev := strings.LastIndexByte(full[:cut-1], '\n') + 1
-		if len(full)-prev <= limit {
-			t.Fatalf("cut at %d, but the line from %d fits %d: %q", cut, prev, limit, full)
+	section := func(j int) (start, bodyStart, end int) {
+		end = len(full)
+		if j+1 < len(items) {
+			end = starts[j+1]
 		}
-	} else if strings.Contains(tail[:len(tail)-1], "\n") || len(tail) <= limit-utf8.UTFMax {
-		// Inside a line: only the last line, and only when it alone is too long.
-		t.Fatalf("cut inside a line at %d keeping %q under %d", cut, tail, limit)
+		return starts[j], strings.IndexByte(full[starts[j]:], '\n') + starts[j] + 1, end
+	}
+	within := func(i int) int { // the section holding offset i
+		j := 0
+		for j+1 < len(items) && starts[j+1] <= i {
+			j++
+		}
+		return j
+	}
+	// The kept text is a suffix of the whole from a result's start, or a cut
+	// result's header line and a suffix of its text, or, when not even that
+	// header fits, a suffix of the last result.
+	var cut, header int
+	if strings.HasSuffix(full, tail) && atSection(starts, len(full)-len(tail)) {
+		cut = len(full) - len(tail)
+		if s0, b0, end := section(within(cut - 1)); b0 < end {
+			lastLine := strings.LastIndexByte(full[b0:end-1], '\n') + b0 + 1
+			if (b0-s0)+(end-lastLine)+len(tail) <= limit {
+				t.Fatalf("whole results from %d, but the header of the one before and its last line fit %d: %q", cut, limit, full)
+			}
+		}
+	} else {
+		found := false
+		for j := range items {
+			s0, b0, end := section(j)
+			h := full[s0:b0]
+			if strings.HasPrefix(tail, h) && strings.HasSuffix(full, tail[len(h):]) {
+				if c := len(full) - len(tail) + len(h); c > b0 && c < end {
+					cut, header, found = c, len(h), true
+					break
+				}
+			}
+		}
+		if !found && strings.HasSuffix(full, tail) && len(tail) <= len(full)-starts[len(items)-1] {
+			cut, found = len(full)-len(tail), true
+			if _, b0, _ := section(len(items) - 1); b0-starts[len(items)-1] < limit {
+				t.Fatalf("a bare suffix %q though the header fits %d", tail, limit)
+			}
+		}
+		if !found {
+			t.Fatalf("tail %q is neither a suffix of the whole from a result's start nor a header and a suffix of its text: %q", tail, full)
+		}
+		suffix := full[cut:]
+		if full[cut-1] == '\n' {
+			// On a line boundary: the line before it would not have fit.
+			prev := strings.LastIndexByte(full[:cut-1], '\n') + 1
+			if header+len(full)-prev <= limit {
+				t.Fatalf("cut at %d, but the line from %d fits %d: %q", cut, prev, limit, full)
+			}
+		} else if strings.Contains(suffix[:len(suffix)-1], "\n") || len(tail) <= limit-utf8.UTFMax || within(cut) != len(items)-1 {
+			// Inside a line: only the last line, and only when it alone is too long.
+			t.Fatalf("cut inside a line at %d keeping %q under %d", cut, tail, limit)
+		}
 	}
 	kept := 0
 	for i := range items {
@@ -203,4 +261,14 @@ func refHeader(cmd string) string {
 		return string(r[:MaxHeaderChars-1]) + "…"
 	}
 	return string(r)
+}
+
+// atSection reports whether offset i starts a section (or is the end).
+func atSection(starts []int, i int) bool {
+	for _, s := range starts {
+		if s == i {
+			return true
+		}
+	}
+	return false
 }
