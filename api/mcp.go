@@ -28,26 +28,34 @@ type BashInput struct {
 	Command string   `json:"command" jsonschema:"the shell command line, run with bash -c"`
 	Timeout *float64 `json:"timeout,omitempty" jsonschema:"timeout in seconds"` // the schema states the configured range (bashSchema)
 	Cwd     string   `json:"cwd,omitempty" jsonschema:"working directory for this command (default: where the session's last command ended)"`
+	// Env, Stdin and the policies are /v1/exec's.
+	Env          map[string]string `json:"env,omitempty" jsonschema:"environment variables to set for this command"`
+	Stdin        string            `json:"stdin,omitempty" jsonschema:"text written to the command's stdin, which is then closed (default: empty)"`
+	StdoutPolicy string            `json:"stdoutPolicy,omitempty" jsonschema:"which part of stdout to keep when it is cut: head (default), tail or head+tail"`
+	StderrPolicy string            `json:"stderrPolicy,omitempty" jsonschema:"which part of stderr to keep when it is cut: tail (default), head or head+tail"`
 	// Session, Restart and Yield: the state that carries across calls.
 	Session string   `json:"session,omitempty" jsonschema:"corral session to run in (default: this MCP session's own)"`
 	Restart bool     `json:"restart,omitempty" jsonschema:"reset the session first: back to the start directory and environment"`
-	Yield   *float64 `json:"yield,omitempty" jsonschema:"seconds after which a command still running is handed over as a background job (job_output reads it); 0 or absent waits for the end"`
+	Yield   *float64 `json:"yield,omitempty" jsonschema:"seconds after which a command still running is handed over as a background job (job_wait, job_output read it); 0 or absent waits for the end"`
 	// Background, Lifetime and Interactive start a background job instead.
 	Background  bool     `json:"background,omitempty" jsonschema:"start a background job and return its ID at once instead of waiting for the end"`
 	Lifetime    *float64 `json:"lifetime,omitempty" jsonschema:"background only: seconds before the job is killed"` // likewise
-	Interactive bool     `json:"interactive,omitempty" jsonschema:"background only: keep stdin open for job_input"`
+	Interactive bool     `json:"interactive,omitempty" jsonschema:"keep stdin open for job_input: with background: true, or with yield: N (the call returns at the end or after N seconds)"`
 	// Limits caps the command's resources, at most the server's.
 	Limits *LimitsRequest `json:"limits,omitempty" jsonschema:"resource limits of the command's whole process tree, at most the server's: memoryBytes, cpus (1.5 = one and a half CPUs), pids (tasks)"`
+	// Description is what harnesses send to say what a command does; it is
+	// accepted and not used.
+	Description string `json:"description,omitempty" jsonschema:"what the command does, in a few words (accepted and not used)"`
 }
 
-// bashSchema is BashInput's schema with the configured ranges of timeout and
-// lifetime in their descriptions.
+// bashSchema is BashInput's schema, with plain types, and with the
+// configured ranges of timeout and lifetime in their descriptions.
 func bashSchema(b supervisor.Bounds) (*jsonschema.Schema, error) {
-	sch, err := jsonschema.For[BashInput](nil)
+	sch, err := inputSchema[BashInput]()
 	if err != nil {
-		return nil, fmt.Errorf("api: bash schema: %w", err)
+		return nil, err
 	}
-	sch.Properties["timeout"].Description = fmt.Sprintf("timeout in seconds: %g by default, %g to %g allowed",
+	sch.Properties["timeout"].Description = fmt.Sprintf("timeout in seconds (not milliseconds): %g by default, %g to %g allowed",
 		supervisor.DefaultTimeout.Seconds(), supervisor.MinTimeout.Seconds(), b.MaxTimeout.Seconds())
 	sch.Properties["lifetime"].Description = fmt.Sprintf("background only: seconds before the job is killed, %g (%s) by default, %g to %g (%s) allowed",
 		supervisor.DefaultJobLifetime.Seconds(), minutes(supervisor.DefaultJobLifetime),
@@ -55,23 +63,35 @@ func bashSchema(b supervisor.Bounds) (*jsonschema.Schema, error) {
 	return sch, nil
 }
 
-// bashDescription states the limits verbatim, so that a model can see what
-// the tool does with large output and how to get the rest (spec §2).
-func bashDescription(b supervisor.Bounds) string {
-	return fmt.Sprintf(`Run a shell command with bash -c and return its output when it ends.
-
-timeout is in seconds: %g by default, %g–%g allowed. At the timeout the command's whole process tree is killed and the result says so. Processes the command leaves running in the background are killed when the shell exits; stdin is empty.
-
-The working directory and exported variables carry over to your next bash call (each call is a fresh shell; functions and aliases do not carry); restart: true resets them. With yield: N, a command still running after N seconds keeps running as a background job, and the result says its job id.
-
-Each stream that reaches you is bounded to %s and %s lines: stdout keeps its head (the first lines), stderr keeps its tail (the last lines), and a [truncated: ...] marker says what was kept out of how much. When a stream was cut, a fuller copy (up to %s) is saved to a spill file whose path is in the marker and in stdoutInfo.spillPath / stderrInfo.spillPath. Read it with read_output (offset/limit, windows of %s lines / %d KiB, lines clipped at %s characters) or search it with grep_output rather than re-running the command. Narrowing the command itself (grep, head, tail, --quiet) is cheaper still.
-
-The text result is stdout, then stderr after a [stderr] line, then one status line: the exit code, or how the command was stopped (timed out, aborted, killed by a signal) and how many processes were killed.
-
-`+backgroundDescription(b),
+// bashDescription is what the model reads about bash: under 800 characters
+// (longer descriptions are cut or skimmed by harnesses), with the numbers
+// of spec §2 verbatim; the details are in the server's instructions and in
+// the other tools' descriptions. On a face without MCP sessions it says that
+// state carries only under a named session.
+func bashDescription(b supervisor.Bounds, face mcpFace) string {
+	state := "The working directory and exported variables carry over to your next bash call; restart: true resets them."
+	if face == faceSessionless {
+		state = `This connection has no MCP session: the working directory and exported variables carry over only when every call passes the same session: "name".`
+	}
+	return fmt.Sprintf(`Run a shell command with bash -c and return its output when it ends. timeout is in seconds: %g by default, %g–%g allowed; at the timeout the whole process tree is killed. Processes left running are killed when the shell exits: start servers and watchers with background: true (lifetime %s by default, %g s to %s), then use job_output, job_input, job_wait, job_kill. yield: N hands a command still running after N s over as such a job. %s Each stream is bounded to %s and %s lines (stdout keeps its head, stderr its tail); a [truncated: ...] marker names a spill file of up to %s: read_output pages it, grep_output searches it.`,
 		supervisor.DefaultTimeout.Seconds(), supervisor.MinTimeout.Seconds(), b.MaxTimeout.Seconds(),
-		size(int64(b.Budget.MaxBytes)), thousands(b.Budget.MaxLines), size(b.SpillMaxBytes),
-		thousands(budget.SearchMaxLines), budget.SearchMaxBytes>>10, thousands(budget.MaxLineChars))
+		minutes(supervisor.DefaultJobLifetime), supervisor.MinTimeout.Seconds(), hours(b.MaxJobLifetime),
+		state, size(int64(b.Budget.MaxBytes)), thousands(b.Budget.MaxLines), size(b.SpillMaxBytes))
+}
+
+// instructions are the server's instructions (the initialize result): how
+// the tools work together, with the details bash's description leaves out.
+func instructions(b supervisor.Bounds, face mcpFace) string {
+	session := "Each MCP session is a corral session of its own: cwd and exported variables carry from one bash call to the next (each call is a fresh shell; functions and aliases do not carry)."
+	if face == faceSessionless {
+		session = `This endpoint serves calls without an MCP session (protocol 2026-07-28 or a plain tools/call): nothing carries between calls unless each names the same session ("session": "name"); the result says so when a call names none.`
+	}
+	return fmt.Sprintf(`corral runs shell commands in a containment it can always kill completely and returns bounded, honest results. %s
+
+bash returns the stdout view, then the stderr view after a [stderr] line, then one status line: the exit code, or how the command was stopped (timed out, aborted, killed by a signal) and how many processes were killed. A cut stream carries a [truncated: ...] marker saying what was kept out of how much; a fuller copy is in the spill file it names (also stdoutInfo.spillPath / stderrInfo.spillPath): read it with read_output (windows of %s lines / %d KiB, lines clipped at %s characters) or grep_output rather than re-running the command. Narrowing the command (grep, head, tail, --quiet) is cheaper still.
+
+%s A job belongs to the MCP session (or token) that started it; no other client sees it. Jobs are also resources corral://jobs/{id}. history lists this session's last results.`,
+		session, thousands(budget.SearchMaxLines), budget.SearchMaxBytes>>10, thousands(budget.MaxLineChars), backgroundDescription(b))
 }
 
 // readDescription states read_output's windows and the spill cap.
@@ -106,32 +126,52 @@ func thousands(n int) string {
 	return s
 }
 
-// newMCPServer builds the MCP server with its tools; their descriptions and
-// schemas state the supervisor's configured limits (Supervisor.Bounds).
-func (s *Server) newMCPServer() *mcp.Server {
-	srv := mcp.NewServer(&mcp.Implementation{Name: "corral", Version: s.version},
-		&mcp.ServerOptions{Capabilities: &mcp.ServerCapabilities{}})
-	s.toolInputs = make(map[string]reflect.Type)
-	srv.AddReceivingMiddleware(s.logToolCalls, s.strictArguments)
+// newMCPServer builds the MCP server of one face with its tools; their
+// descriptions and schemas state the supervisor's configured limits
+// (Supervisor.Bounds), and what the face can carry.
+func (s *Server) newMCPServer(face mcpFace) *mcp.Server {
 	b := s.sup.Bounds()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "corral", Title: "corral", Version: s.version},
+		&mcp.ServerOptions{Capabilities: &mcp.ServerCapabilities{}, Instructions: instructions(b, face)})
+	if s.toolInputs == nil {
+		s.toolInputs = make(map[string]reflect.Type)
+	}
+	srv.AddReceivingMiddleware(s.logToolCalls, s.strictArguments)
 	bashIn, err := bashSchema(b)
 	if err != nil {
 		panic(err) // BashInput is fixed: a test fails first
 	}
-	addTool(s, srv, &mcp.Tool{Name: ToolBash, Description: bashDescription(b), InputSchema: bashIn}, s.bashTool)
+	addTool(s, srv, &mcp.Tool{Name: ToolBash, Title: "Run a shell command", Description: bashDescription(b, face),
+		InputSchema: bashIn, OutputSchema: bashOutputSchema(),
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true), OpenWorldHint: ptr(true)}}, s.bashTool)
 	s.addJobTools(srv, b)
-	addTool(s, srv, &mcp.Tool{Name: ToolReadOutput, Description: readDescription(b),
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, s.readTool)
-	addTool(s, srv, &mcp.Tool{Name: ToolGrepOutput, Description: grepDescription,
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, s.grepTool)
-	s.addHistoryTool(srv)
+	addTool(s, srv, &mcp.Tool{Name: ToolReadOutput, Title: "Read a spill file", Description: readDescription(b),
+		Annotations: readOnly()}, s.readTool)
+	addTool(s, srv, &mcp.Tool{Name: ToolGrepOutput, Title: "Search a spill file", Description: grepDescription,
+		Annotations: readOnly()}, s.grepTool)
+	s.addHistoryTool(srv, face)
 	return srv
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// readOnly annotates a tool that changes nothing.
+func readOnly() *mcp.ToolAnnotations {
+	return &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: ptr(false)}
 }
 
 // addTool adds a typed tool to srv and records its input type, against
 // which strictArguments checks the raw arguments of each call.
+// Its input schema, unless t has one, is In's with plain types.
 func addTool[In, Out any](s *Server, srv *mcp.Server, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out]) {
 	s.toolInputs[t.Name] = reflect.TypeFor[In]()
+	if t.InputSchema == nil {
+		sch, err := inputSchema[In]()
+		if err != nil {
+			panic(err) // the input types are fixed: a test fails first
+		}
+		t.InputSchema = sch
+	}
 	mcp.AddTool(srv, t, h)
 }
 
@@ -170,19 +210,25 @@ func (e codedError) Unwrap() error { return e.err }
 // killed at once (callContext). Live output, and a heartbeat after
 // Config.Heartbeat of silence, go out as progress notifications when the
 // client asked for them with a progress token. With background it starts a
-// job instead. The structured content is the Result, or the JobStarted of
-// a background job (hence no fixed output schema).
+// job instead, and with interactive and yield an interactive job it waits
+// for. The structured content is the Result, or the JobStarted of a
+// background job (bashOutputSchema covers both).
 func (s *Server) bashTool(ctx context.Context, req *mcp.CallToolRequest, in BashInput) (*mcp.CallToolResult, any, error) {
-	if in.Background || in.Lifetime != nil || in.Interactive {
-		return s.bashBackground(in, s.mcpOwner(req))
+	owner := s.mcpOwner(req)
+	if in.Interactive && !in.Background && in.Yield != nil {
+		return s.bashInteractive(ctx, req, in, owner)
 	}
-	r, err := ExecRequest{Command: in.Command, Timeout: in.Timeout, Cwd: in.Cwd, Yield: in.Yield,
-		Session: cmp.Or(in.Session, s.mcpSession(req)), ResetSession: in.Restart, Limits: in.Limits}.request(s.sup.MaxTimeout())
+	if in.Background || in.Lifetime != nil || in.Interactive {
+		return s.bashBackground(in, owner)
+	}
+	e := in.exec()
+	e.Session = cmp.Or(in.Session, s.mcpSession(req))
+	r, err := e.request(s.sup.MaxTimeout())
 	if err != nil {
 		s.metrics.outcome(OutcomeInvalid)
 		return nil, nil, toolError(err)
 	}
-	r.Owner = s.mcpOwner(req) // a yield hands the command over as its job
+	r.Owner = owner // a yield hands the command over as its job
 	ctx, end := s.callContext(ctx, req)
 	defer end()
 	stop := func() {}
@@ -196,7 +242,25 @@ func (s *Server) bashTool(ctx context.Context, req *mcp.CallToolRequest, in Bash
 	if err != nil {
 		return nil, nil, toolError(err)
 	}
-	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: res.Text()}}}, res, nil
+	text := res.Text()
+	if e.Session == "" {
+		text += "\n" + statelessNote
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, res, nil
+}
+
+// statelessNote ends the text of a bash call that ran without a session: on
+// a transport without MCP sessions nothing carries to the next call.
+const statelessNote = `[corral: this call has no MCP session and named none, so its working directory and exported variables do not carry to the next call; pass "session": "name" on every call to keep them]`
+
+// exec is the /v1/exec request of a bash call (without its session).
+func (in BashInput) exec() ExecRequest {
+	e := ExecRequest{Command: in.Command, Timeout: in.Timeout, Cwd: in.Cwd, Env: in.Env, Yield: in.Yield,
+		ResetSession: in.Restart, Limits: in.Limits, StdoutPolicy: in.StdoutPolicy, StderrPolicy: in.StderrPolicy}
+	if in.Stdin != "" {
+		e.Stdin = &in.Stdin
+	}
+	return e
 }
 
 // progress forwards live output as progress notifications, and after

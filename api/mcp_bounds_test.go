@@ -36,8 +36,10 @@ func TestMCPDescriptionsStateTheConfiguredLimits(t *testing.T) {
 		text[tool.Name] = tool.Description + "\n" + string(schema)
 	}
 	wants := map[string][]string{
-		api.ToolBash: {"1–600 allowed", "10 KiB and 100 lines", "up to 2048 KiB", "At most 5 jobs", "1 s to 2 h",
+		api.ToolBash: {"1–600 allowed", "10 KiB and 100 lines", "up to 2048 KiB", "1 s to 2 h",
 			"1 to 600 allowed", "1 to 7200 (2 h) allowed"},
+		api.ToolJobList:    {"At most 5 jobs"},
+		api.ToolJobWait:    {"at most 600"},
 		api.ToolJobOutput:  {"10 KiB / 100 lines"},
 		api.ToolReadOutput: {"2048 KiB here"},
 	}

@@ -29,21 +29,45 @@ type HistoryInput struct {
 	Limit   int    `json:"limit,omitempty" jsonschema:"how many of the newest results, 1-50 (default 10)"`
 }
 
-var historyDescription = fmt.Sprintf(`List the last results of this session (or the named one), oldest first: for each, a header line [seq] $ <first line of the command, at most %d characters> with its result id, then its status line (exit code or how it ended). At most %d results (default %d). The output itself is not repeated here: the full entry, stdout and stderr included, is GET /v1/sessions/<session>/results/<id> on the HTTP API.`,
-	maxHeaderCommand, MaxHistoryN, DefaultHistoryN)
-
-func (s *Server) addHistoryTool(srv *mcp.Server) {
-	addTool(s, srv, &mcp.Tool{Name: ToolHistory, Description: historyDescription,
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, s.historyTool)
+// historyDescription describes history on face: over HTTP it names the
+// route of a full entry; corral mcp serves no HTTP, so there it names none.
+func historyDescription(face mcpFace) string {
+	d := fmt.Sprintf(`List the last results of this session (or the named one), oldest first: for each, a header line [seq] $ <first line of the command, at most %d characters> with its result id, then its status line (exit code or how it ended). At most %d results (default %d). The output itself is not repeated here`,
+		maxHeaderCommand, MaxHistoryN, DefaultHistoryN)
+	if face == faceStdio {
+		return d + "."
+	}
+	return d + ": the full entry, stdout and stderr included, is GET /v1/sessions/<session>/results/<id> on this server's HTTP API."
 }
 
-func (s *Server) historyTool(ctx context.Context, req *mcp.CallToolRequest, in HistoryInput) (*mcp.CallToolResult, any, error) {
+func (s *Server) addHistoryTool(srv *mcp.Server, face mcpFace) {
+	addTool(s, srv, &mcp.Tool{Name: ToolHistory, Title: "List this session's last results", Description: historyDescription(face),
+		Annotations: readOnly()}, s.historyTool)
+}
+
+// HistoryResult is the structured result of history: the session, how many
+// results its journal keeps, and the last ones, oldest first.
+type HistoryResult struct {
+	Session string         `json:"session"`
+	Results int            `json:"results"`
+	Entries []HistoryEntry `json:"entries"`
+}
+
+// HistoryEntry is one result as history shows it.
+type HistoryEntry struct {
+	Seq     uint64 `json:"seq"`
+	ID      string `json:"id"`
+	Command string `json:"command"` // its first line, at most 200 characters
+	Status  string `json:"status"`  // the status line, or [running]
+}
+
+func (s *Server) historyTool(ctx context.Context, req *mcp.CallToolRequest, in HistoryInput) (*mcp.CallToolResult, HistoryResult, error) {
 	n := in.Limit
 	switch {
 	case n == 0:
 		n = DefaultHistoryN
 	case n < 1 || n > MaxHistoryN:
-		return nil, nil, toolError(errorf(ErrInvalidArgument, "limit must be from 1 to %d, got %d", MaxHistoryN, n))
+		return nil, HistoryResult{}, toolError(errorf(ErrInvalidArgument, "limit must be from 1 to %d, got %d", MaxHistoryN, n))
 	}
 	session := in.Session
 	if session == "" {
@@ -52,22 +76,32 @@ func (s *Server) historyTool(ctx context.Context, req *mcp.CallToolRequest, in H
 	if session == "" {
 		session = supervisor.StatelessSession
 	}
-	text, err := s.historyText(session, n)
+	h, err := s.history(session, n)
 	if err != nil {
-		return nil, nil, toolError(err)
+		return nil, HistoryResult{}, toolError(err)
 	}
-	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, nil, nil
+	var b strings.Builder
+	fmt.Fprintf(&b, "Session %s: %d results kept; the last %d:\n", session, h.Results, len(h.Entries))
+	for _, e := range h.Entries {
+		fmt.Fprintf(&b, "[%d] $ %s (%s)\n%s\n", e.Seq, e.Command, e.ID, e.Status)
+	}
+	// Only a server that serves HTTP names its route (corral mcp serves none).
+	if req.Extra != nil && req.Extra.Header != nil {
+		fmt.Fprintf(&b, "Full entry: GET /v1/sessions/%s/results/<id>.", session)
+	}
+	text := strings.TrimSuffix(b.String(), "\n")
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, h, nil
 }
 
-// historyText renders the last n entries of a session.
-func (s *Server) historyText(session string, n int) (string, error) {
+// history reads the last n entries of a session.
+func (s *Server) history(session string, n int) (HistoryResult, error) {
 	j, err := s.sessionJournal()
 	if err != nil {
-		return "", err
+		return HistoryResult{}, err
 	}
 	info, err := j.Session(session)
 	if err != nil {
-		return "", journalError(err, session)
+		return HistoryResult{}, journalError(err, session)
 	}
 	after := uint64(0)
 	if info.LastSeq > uint64(n) {
@@ -75,28 +109,25 @@ func (s *Server) historyText(session string, n int) (string, error) {
 	}
 	entries, _, err := j.List(session, after, n)
 	if err != nil {
-		return "", journalError(err, session)
+		return HistoryResult{}, journalError(err, session)
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "Session %s: %d results kept; the last %d:\n", session, info.Results, len(entries))
+	h := HistoryResult{Session: session, Results: info.Results, Entries: []HistoryEntry{}}
 	for _, raw := range entries {
 		var e journal.Entry
 		if err := json.Unmarshal(raw, &e); err != nil {
-			return "", fmt.Errorf("api: history: %w", err)
+			return HistoryResult{}, fmt.Errorf("api: history: %w", err)
 		}
-		fmt.Fprintf(&b, "[%d] $ %s (%s)\n", e.Seq, headerCommand(e.Command), e.ID)
-		if string(e.Result) == "null" || len(e.Result) == 0 {
-			b.WriteString("[running]\n")
-			continue
+		he := HistoryEntry{Seq: e.Seq, ID: e.ID, Command: headerCommand(e.Command), Status: "[running]"}
+		if string(e.Result) != "null" && len(e.Result) > 0 {
+			var res supervisor.Result
+			if err := json.Unmarshal(e.Result, &res); err != nil {
+				return HistoryResult{}, fmt.Errorf("api: history: %w", err)
+			}
+			he.Status = res.Status()
 		}
-		var res supervisor.Result
-		if err := json.Unmarshal(e.Result, &res); err != nil {
-			return "", fmt.Errorf("api: history: %w", err)
-		}
-		b.WriteString(res.Status() + "\n")
+		h.Entries = append(h.Entries, he)
 	}
-	fmt.Fprintf(&b, "Full entry: GET /v1/sessions/%s/results/<id>.", session)
-	return b.String(), nil
+	return h, nil
 }
 
 // headerCommand is the first line of a command, at most maxHeaderCommand

@@ -1,8 +1,11 @@
 package api
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -17,12 +20,14 @@ const (
 	ToolJobInput  = "job_input"
 	ToolJobKill   = "job_kill"
 	ToolJobList   = "job_list"
+	ToolJobWait   = "job_wait"
 )
 
 // JobOutputInput is the arguments of the MCP tool job_output.
 type JobOutputInput struct {
 	ID     string  `json:"id" jsonschema:"the job ID returned by bash with background: true"`
-	Stream string  `json:"stream,omitempty" jsonschema:"stdout (default) or stderr"`
+	Stream string  `json:"stream,omitempty" jsonschema:"stdout (default), stderr, or both (stdout, then stderr after a [stderr] line)"`
+	Filter string  `json:"filter,omitempty" jsonschema:"a regular expression (RE2): only the new lines matching it are returned; the others are read and dropped"`
 	After  *int64  `json:"after,omitempty" jsonschema:"byte offset to read from; omit it to get what came since your previous read"`
 	Wait   float64 `json:"wait,omitempty" jsonschema:"seconds to wait for new output or the end when there is none yet: 0 (default) to 30"`
 }
@@ -64,10 +69,10 @@ func jobWindowText(b supervisor.Bounds) string {
 		size(int64(b.Capture.MaxBytes)))
 }
 
-// backgroundDescription ends the bash tool's description.
+// backgroundDescription is the server instructions' paragraph on jobs.
 func backgroundDescription(b supervisor.Bounds) string {
-	return fmt.Sprintf(`Background jobs: a dev server, a watcher or a long build must be started with background: true (a plain command's leftover processes are killed when its shell exits). bash then returns at once with the job ID and PID; read the output with job_output, write stdin with job_input (only for interactive: true; otherwise stdin is empty), list jobs with job_list, stop one with job_kill. lifetime is in seconds: %s by default, %g s to %s allowed. %s`,
-		minutes(supervisor.DefaultJobLifetime), supervisor.MinTimeout.Seconds(), hours(b.MaxJobLifetime), jobLimitsText(b))
+	return fmt.Sprintf(`Background jobs: a dev server, a watcher or a long build must be started with background: true (a plain command's leftover processes are killed when its shell exits). bash then returns at once with the job ID and PID; read the output with job_output, wait for the end with job_wait, write stdin with job_input (only for interactive: true; otherwise stdin is empty), list jobs with job_list, stop one with job_kill. lifetime is in seconds: %s by default, %g s to %s allowed.`,
+		minutes(supervisor.DefaultJobLifetime), supervisor.MinTimeout.Seconds(), hours(b.MaxJobLifetime))
 }
 
 // jobOutputDescription describes job_output with its windows.
@@ -81,7 +86,11 @@ var jobInputDescription = fmt.Sprintf(`Write data to the stdin of a background j
 
 var jobKillDescription = `Kill a background job with its whole process tree (SIGTERM, a short grace, then SIGKILL) and return its result like bash does. Killing a job that already exited returns its result.`
 
-var jobListDescription = `List the background jobs, running and recently exited: id, command, state (running or exited), pid, startedAt, and the bytes written so far to stdout and stderr.`
+// jobListDescription describes job_list, with the job limits.
+func jobListDescription(b supervisor.Bounds) string {
+	return "List your background jobs, running and recently exited: id, command, state (running or exited), pid, startedAt, and the bytes written so far to stdout and stderr. " +
+		jobLimitsText(b)
+}
 
 func minutes(d time.Duration) string { return fmt.Sprintf("%g min", d.Minutes()) }
 func hours(d time.Duration) string   { return fmt.Sprintf("%g h", d.Hours()) }
@@ -95,21 +104,26 @@ func mib(n int64) string {
 }
 
 func (s *Server) addJobTools(srv *mcp.Server, b supervisor.Bounds) {
-	addTool(s, srv, &mcp.Tool{Name: ToolJobOutput, Description: jobOutputDescription(b),
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, s.jobOutputTool)
-	addTool(s, srv, &mcp.Tool{Name: ToolJobInput, Description: jobInputDescription}, s.jobInputTool)
-	addTool(s, srv, &mcp.Tool{Name: ToolJobKill, Description: jobKillDescription}, s.jobKillTool)
-	addTool(s, srv, &mcp.Tool{Name: ToolJobList, Description: jobListDescription,
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, s.jobListTool)
+	addTool(s, srv, &mcp.Tool{Name: ToolJobOutput, Title: "Read a background job's output", Description: jobOutputDescription(b),
+		Annotations: readOnly()}, s.jobOutputTool)
+	addTool(s, srv, &mcp.Tool{Name: ToolJobInput, Title: "Write to a background job's stdin", Description: jobInputDescription,
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(false), OpenWorldHint: ptr(false)}}, s.jobInputTool)
+	addTool(s, srv, &mcp.Tool{Name: ToolJobWait, Title: "Wait for a background job to end", Description: jobWaitDescription(b),
+		Annotations: readOnly()}, s.jobWaitTool)
+	addTool(s, srv, &mcp.Tool{Name: ToolJobKill, Title: "Kill a background job", Description: jobKillDescription,
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true), IdempotentHint: true, OpenWorldHint: ptr(false)}}, s.jobKillTool)
+	addTool(s, srv, &mcp.Tool{Name: ToolJobList, Title: "List background jobs", Description: jobListDescription(b),
+		Annotations: readOnly()}, s.jobListTool)
 }
 
 // bashBackground starts the bash tool's command as a background job.
 func (s *Server) bashBackground(in BashInput, owner string) (*mcp.CallToolResult, any, error) {
 	if !in.Background {
-		return nil, nil, toolError(errorf(ErrInvalidArgument, "lifetime and interactive need background: true"))
+		return nil, nil, toolError(errorf(ErrInvalidArgument, "lifetime needs background: true, and interactive needs background: true or a yield"))
 	}
-	req, err := JobRequest{ExecRequest: ExecRequest{Command: in.Command, Timeout: in.Timeout, Cwd: in.Cwd, Limits: in.Limits},
-		Lifetime: in.Lifetime, Interactive: in.Interactive}.request(s.sup.MaxTimeout())
+	e := in.exec()
+	e.Yield = nil // a background job returns at once
+	req, err := JobRequest{ExecRequest: e, Lifetime: in.Lifetime, Interactive: in.Interactive}.request(s.sup.MaxTimeout())
 	if err != nil {
 		return nil, nil, toolError(err)
 	}
@@ -127,30 +141,116 @@ func (s *Server) bashBackground(in BashInput, owner string) (*mcp.CallToolResult
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, st, nil
 }
 
-func (s *Server) jobOutputTool(ctx context.Context, req *mcp.CallToolRequest, in JobOutputInput) (*mcp.CallToolResult, supervisor.JobOutput, error) {
-	stream := in.Stream
-	if stream == "" {
-		stream = supervisor.Stdout
+func (s *Server) jobOutputTool(ctx context.Context, req *mcp.CallToolRequest, in JobOutputInput) (*mcp.CallToolResult, JobOutputResult, error) {
+	streams := []string{cmp.Or(in.Stream, supervisor.Stdout)}
+	if in.Stream == streamBoth {
+		streams = []string{supervisor.Stdout, supervisor.Stderr}
 	}
 	wait, err := seconds(in.Wait, "wait", 0, supervisor.MaxOutputWait)
 	if err != nil {
-		return nil, supervisor.JobOutput{}, toolError(err)
+		return nil, JobOutputResult{}, toolError(err)
+	}
+	var filter *regexp.Regexp
+	if in.Filter != "" {
+		if filter, err = regexp.Compile(in.Filter); err != nil {
+			return nil, JobOutputResult{}, toolError(errorf(ErrInvalidArgument, "filter is not a valid regular expression (RE2): %v", err))
+		}
 	}
 	after := supervisor.CursorNext
 	if in.After != nil {
 		if after = *in.After; after < 0 {
-			return nil, supervisor.JobOutput{}, toolError(errorf(ErrInvalidArgument,
+			return nil, JobOutputResult{}, toolError(errorf(ErrInvalidArgument,
 				"after must be a byte offset of 0 or more (omit it to continue from the previous read), got %d", after))
+		}
+		if len(streams) > 1 {
+			return nil, JobOutputResult{}, toolError(errorf(ErrInvalidArgument, "after names an offset in one stream; with stream: both omit it"))
 		}
 	}
 	if err := s.ownJob(s.mcpOwner(req), in.ID); err != nil {
-		return nil, supervisor.JobOutput{}, toolError(err)
+		return nil, JobOutputResult{}, toolError(err)
 	}
-	out, err := s.sup.JobOutput(ctx, in.ID, stream, after, wait)
+	var res JobOutputResult
+	var text strings.Builder
+	for i, stream := range streams {
+		out, err := s.sup.JobOutput(ctx, in.ID, stream, after, wait)
+		if err != nil {
+			return nil, JobOutputResult{}, toolError(err)
+		}
+		wait = 0 // the second stream is read at once
+		if filter != nil {
+			out.Data, res.DroppedLines = filterLines(out.Data, filter, res.DroppedLines)
+		}
+		if i == 0 {
+			res.JobOutput = out
+		} else {
+			res.Stderr = &out
+			text.WriteString("\n[stderr]\n")
+		}
+		text.WriteString(outputText(out, in.After == nil))
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text.String()}}}, res, nil
+}
+
+// streamBoth is the job_output stream that reads stdout, then stderr.
+const streamBoth = "both"
+
+// JobOutputResult is the structured result of job_output: the read of its
+// stream (stdout for both), the stderr read of stream: both, and how many
+// lines a filter dropped.
+type JobOutputResult struct {
+	supervisor.JobOutput
+	Stderr       *supervisor.JobOutput `json:"stderr,omitempty"`
+	DroppedLines int                   `json:"droppedLines,omitempty"`
+}
+
+// filterLines keeps the lines of data that re matches, adding the others
+// to dropped.
+func filterLines(data string, re *regexp.Regexp, dropped int) (string, int) {
+	var b strings.Builder
+	for line := range strings.Lines(data) {
+		if re.MatchString(strings.TrimSuffix(line, "\n")) {
+			b.WriteString(line)
+		} else {
+			dropped++
+		}
+	}
+	return b.String(), dropped
+}
+
+// JobWaitInput is the arguments of the MCP tool job_wait.
+type JobWaitInput struct {
+	ID      string  `json:"id" jsonschema:"the job ID"`
+	Timeout float64 `json:"timeout,omitempty" jsonschema:"seconds to wait for the end (default 30)"`
+}
+
+// jobWaitDescription describes job_wait with its bounds.
+func jobWaitDescription(b supervisor.Bounds) string {
+	return fmt.Sprintf(`Wait for a background job to end and return its result like bash does (the output views of the whole run, with markers and spill files). timeout is in seconds: %g by default, at most %g; a job still running then returns running: true with its job ID, and you can wait again. A job that already ended returns its result at once.`,
+		DefaultWaitTimeout.Seconds(), b.MaxTimeout.Seconds())
+}
+
+func (s *Server) jobWaitTool(ctx context.Context, req *mcp.CallToolRequest, in JobWaitInput) (*mcp.CallToolResult, supervisor.Result, error) {
+	timeout := DefaultWaitTimeout
+	if in.Timeout != 0 {
+		var err error
+		if timeout, err = seconds(in.Timeout, "timeout", 0, s.sup.MaxTimeout()); err != nil {
+			return nil, supervisor.Result{}, toolError(err)
+		}
+	}
+	if err := s.ownJob(s.mcpOwner(req), in.ID); err != nil {
+		return nil, supervisor.Result{}, toolError(err)
+	}
+	res, err := s.sup.WaitJob(ctx, in.ID, timeout)
+	if errors.Is(err, supervisor.ErrStillRunning) {
+		res = supervisor.Result{Running: true, JobID: in.ID, DurationMs: timeout.Milliseconds()}
+		text := fmt.Sprintf("[job %s still running after waiting %s: wait again with job_wait, read what it printed with job_output, or stop it with job_kill]",
+			in.ID, timeout)
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, res, nil
+	}
 	if err != nil {
-		return nil, supervisor.JobOutput{}, toolError(err)
+		return nil, supervisor.Result{}, toolError(err)
 	}
-	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: outputText(out, in.After == nil)}}}, out, nil
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: res.Text()}}}, res, nil
 }
 
 // outputText is a job read as the model sees it: the data, then a status

@@ -68,12 +68,12 @@ func TestMCPJobs(t *testing.T) {
 		desc[tool.Name] = tool.Description
 	}
 	wants := map[string][]string{
-		api.ToolBash: {"background: true", "job_output", "30 min by default", "1 s to 24 h", "whole process tree",
-			"10 min", "At most 32 jobs", "carry over to your next bash call", "restart: true", "yield: N"},
+		api.ToolBash: {"background: true", "job_output", "job_wait", "30 min by default", "1 s to 24 h", "whole process tree",
+			"session: \"name\"", "yield: N"},
 		api.ToolJobOutput: {"after", "since your previous read", "96 KiB / 4,000 lines", "up to 30 s", "skippedBytes", "expired"},
 		api.ToolJobInput:  {"interactive: true", "close: true", "INVALID_ARGUMENT", "yield: N"},
 		api.ToolJobKill:   {"whole process tree"},
-		api.ToolJobList:   {"running or exited"},
+		api.ToolJobList:   {"running or exited", "10 min", "At most 32 jobs"},
 	}
 	// Each limit is stated once, in one description.
 	for _, once := range []string{"At most 32 jobs", "stays readable for 10 min", "1 s to 24 h"} {
@@ -165,7 +165,7 @@ func TestMCPJobs(t *testing.T) {
 		{"unknown job kill", api.ToolJobKill, map[string]any{"id": "j-nope"}, api.CodeNotFound},                                  //
 		{"input to a killed job", api.ToolJobInput, map[string]any{"id": st.ID, "data": "x"}, api.CodeInvalidArgument},           // exited
 		{"wait too long", api.ToolJobOutput, map[string]any{"id": st.ID, "wait": 31}, api.CodeInvalidArgument},                   // over 30 s
-		{"bad stream", api.ToolJobOutput, map[string]any{"id": st.ID, "stream": "both"}, api.CodeInvalidArgument},                // stdout or stderr
+		{"bad stream", api.ToolJobOutput, map[string]any{"id": st.ID, "stream": "stdall"}, api.CodeInvalidArgument},              // stdout, stderr or both
 		{"lifetime without background", api.ToolBash, map[string]any{"command": "true", "lifetime": 5}, api.CodeInvalidArgument}, // a plain command
 		{"lifetime too long", api.ToolBash, map[string]any{"command": "true", "background": true, "lifetime": 86401}, api.CodeInvalidArgument},
 	}

@@ -103,7 +103,7 @@ func checkMCP(t *testing.T, c *mcpClient, cs *mcp.ClientSession) {
 		desc[tool.Name] = tool.Description
 	}
 	wants := map[string][]string{
-		api.ToolBash:       {"60 by default", "1–300", "96 KiB", "4,000 lines", "head", "tail", "512 KiB", "read_output", "2,000 lines / 48 KiB", "2,000 characters", "grep_output"},
+		api.ToolBash:       {"60 by default", "1–300", "96 KiB", "4,000 lines", "head", "tail", "512 KiB", "read_output", "grep_output"},
 		api.ToolReadOutput: {"offset", "limit", "2,000", "48 KiB", "2,000 characters", "TOOL_BINARY_CONTENT"},
 		api.ToolGrepOutput: {"headLimit", "200", "truncated: true", "2,000 characters"},
 	}

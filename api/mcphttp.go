@@ -102,10 +102,11 @@ func (f *mcpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // newMCPFront makes the /mcp endpoint over two go-sdk handlers.
 func (s *Server) newMCPFront(max int, idle time.Duration) *mcpFront {
-	f := &mcpFront{sessions: s.newMCPServer(), max: max, posts: map[string]context.Context{}}
+	f := &mcpFront{sessions: s.newMCPServer(faceHTTP), max: max, posts: map[string]context.Context{}}
+	sessionless := s.newMCPServer(faceSessionless)
 	f.stateful = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return f.sessions },
 		&mcp.StreamableHTTPOptions{SessionTimeout: idle, MaxRequestBodyBytes: MaxBodyBytes})
-	f.stateless = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp },
+	f.stateless = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return sessionless },
 		&mcp.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true, MaxRequestBodyBytes: MaxBodyBytes})
 	return f
 }

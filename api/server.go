@@ -36,6 +36,10 @@ type Config struct {
 	// Token, when non-empty, is required as "Authorization: Bearer <Token>"
 	// on every request except GET /healthz. Empty means no authentication.
 	Token string
+	// NoJournal says why the Supervisor has no journal, when it has none
+	// for another reason than the lack of a data directory (another
+	// process holds it); the history tool and /v1/sessions say it.
+	NoJournal string
 	// Tokens are more bearer tokens the server accepts, each a tenant of
 	// its own: the jobs started with one are not seen with another (see
 	// SharedJobs). They need Token.
@@ -81,13 +85,15 @@ type Server struct {
 	tokens [][]byte // Config.Token, then Config.Tokens; none without auth
 	// sharedJobs is Config.SharedJobs.
 	sharedJobs bool
-	log        zerolog.Logger
-	version    string
-	reg        *prometheus.Registry
-	metrics    *metrics
-	slots      chan struct{} // one token per running command
-	beat       time.Duration // Config.Heartbeat
-	mcp        *mcp.Server   // stdio, and streamable HTTP without sessions
+	// noJournal is Config.NoJournal.
+	noJournal string
+	log       zerolog.Logger
+	version   string
+	reg       *prometheus.Registry
+	metrics   *metrics
+	slots     chan struct{} // one token per running command
+	beat      time.Duration // Config.Heartbeat
+	mcp       *mcp.Server   // stdio, and streamable HTTP without sessions
 	// stdioSession is the corral session of ServeMCP's one connection;
 	// written by ServeMCP before it serves.
 	stdioSession string
@@ -126,6 +132,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		sup:        cfg.Supervisor,
 		sharedJobs: cfg.SharedJobs,
+		noJournal:  cfg.NoJournal,
 		log:        zerolog.Nop(),
 		version:    cfg.Version,
 		reg:        cfg.Registry,
@@ -168,7 +175,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.metrics = m
 	s.base, s.cancel = context.WithCancel(context.Background())
-	s.mcp = s.newMCPServer()
+	s.mcp = s.newMCPServer(faceStdio)
 	s.front = s.newMCPFront(cmp.Or(cfg.MCPSessions, DefaultMCPSessions), cmp.Or(cfg.MCPSessionIdle, DefaultMCPSessionIdle))
 	s.handler = s.routes()
 	return s, nil

@@ -137,6 +137,9 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
 // sessionJournal returns the journal, or the error for a server without one.
 func (s *Server) sessionJournal() (*journal.Journal, error) {
 	j := s.sup.Journal()
+	if j == nil && s.noJournal != "" {
+		return nil, errorf(ErrNotFound, "this server keeps no journal: %s", s.noJournal)
+	}
 	if j == nil {
 		return nil, errorf(ErrNotFound, "this server keeps no journal (it runs without a data directory)")
 	}

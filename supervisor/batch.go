@@ -155,7 +155,7 @@ func (s *Supervisor) RunBatch(ctx context.Context, b BatchRequest) (BatchResult,
 
 	items := make([]budget.BatchItem, n)
 	for i, r := range res.Results {
-		items[i] = budget.BatchItem{Command: b.Requests[i].Command, Text: r.Text()}
+		items[i] = budget.BatchItem{Command: b.Requests[i].Command, Text: r.TextOn(FaceHTTP)}
 	}
 	// The marker sends the reader to the journal only when every result is
 	// there.

@@ -59,3 +59,32 @@ func TestLogResultLine(t *testing.T) {
 		}
 	}
 }
+
+// TestLogIDIsJournalID: with a journal, a command's log line carries the
+// journal entry's ID (r-…) that its Result carries, so the two join; runId
+// is its CORRAL_RUN_ID.
+func TestLogIDIsJournalID(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	var mu sync.Mutex
+	logger := zerolog.New(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return buf.Write(p)
+	})).Level(zerolog.InfoLevel)
+	dir := t.TempDir()
+	s := newSup(t, Config{Logger: &logger, DataDir: dir, Journal: openJournal(t, dir)})
+	res := run(t, s, Request{Command: `printf %s "$CORRAL_RUN_ID"`, Session: "logs"})
+	mu.Lock()
+	defer mu.Unlock()
+	for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) == nil && m["message"] == "command" {
+			if !strings.HasPrefix(res.ID, "r-") || m["id"] != res.ID || m["runId"] != res.Stdout {
+				t.Errorf("log id %v runId %v, Result id %q, CORRAL_RUN_ID %q", m["id"], m["runId"], res.ID, res.Stdout)
+			}
+			return
+		}
+	}
+	t.Fatalf("no command line in %s", buf.String())
+}

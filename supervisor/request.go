@@ -145,6 +145,11 @@ func ParseTimeout(seconds float64, max time.Duration) (time.Duration, error) {
 // lifetime's): seconds must lie in [MinTimeout, max]; NaN and the
 // infinities never do. what names the value in the error.
 func checkTimeout(what string, seconds float64, max time.Duration) (time.Duration, error) {
+	if seconds > max.Seconds() && seconds >= 1000 && math.Mod(seconds, 1000) == 0 {
+		// Harnesses that speak milliseconds (Claude Code's Bash) send 120000.
+		return 0, invalid("%s is in seconds, not milliseconds: %v seconds is over the %g allowed; for %g s send %g",
+			what, seconds, max.Seconds(), seconds/1000, seconds/1000)
+	}
 	if math.IsNaN(seconds) || seconds < MinTimeout.Seconds() || seconds > max.Seconds() {
 		return 0, invalid("%s must be between %g and %g seconds, got %v",
 			what, MinTimeout.Seconds(), max.Seconds(), seconds)

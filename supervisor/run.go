@@ -182,6 +182,11 @@ func (s *Supervisor) start(v validated) (_ *proc, retErr error) {
 	if gate != nil {
 		gate.release(err == nil)
 	}
+	if p.jst != nil {
+		// The log names a journaled command by its entry's ID (r-…), so a
+		// log line joins its journal entry; runId is its CORRAL_RUN_ID.
+		p.log = s.log.With().Str("id", p.jst.ID).Str("runId", p.id).Str("session", v.Session).Str("label", v.Label).Logger()
+	}
 	if errors.Is(err, syscall.E2BIG) {
 		err = argSizeError(cmd, err)
 		p.journalAbandon(err)

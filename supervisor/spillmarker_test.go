@@ -51,3 +51,22 @@ func markerOf(view string) string {
 	}
 	return view[i : i+j+1]
 }
+
+// TestTimeoutMilliseconds: a timeout over the maximum that is a multiple of
+// 1000 is refused with an error saying seconds, not milliseconds.
+func TestTimeoutMilliseconds(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		sec  float64
+		want string
+	}{
+		{120000, "timeout is in seconds, not milliseconds: 120000 seconds is over the 300 allowed; for 120 s send 120"},
+		{301, "timeout must be between 1 and 300 seconds, got 301"}, // not a multiple of 1000
+		{1000, "timeout is in seconds, not milliseconds"},
+	} {
+		_, err := ParseTimeout(c.sec, 0)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("ParseTimeout(%v): %v, want %q", c.sec, err, c.want)
+		}
+	}
+}

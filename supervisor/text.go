@@ -6,11 +6,26 @@ import (
 	"time"
 )
 
-// Text is the Result as a model reads it (the MCP bash tool's text, and
-// each result of a batch view): the stdout view, then the stderr view after
-// a "[stderr]" line, then the status line, each ending with a newline but
-// the status line.
-func (r Result) Text() string {
+// Face names the interface whose tools a Result's text points to when it
+// names what to do next (a yielded command's job).
+type Face uint8
+
+const (
+	// FaceMCP names the MCP tools job_wait, job_output and job_kill.
+	FaceMCP Face = iota
+	// FaceHTTP names the HTTP routes /v1/jobs/{id}/wait, /output and
+	// DELETE /v1/jobs/{id}.
+	FaceHTTP
+)
+
+// Text is the Result as a model reads it over MCP (the bash tool's text);
+// TextOn(FaceHTTP) is each result of a batch view.
+func (r Result) Text() string { return r.TextOn(FaceMCP) }
+
+// TextOn is the Result as a model reads it on face: the stdout view, then
+// the stderr view after a "[stderr]" line, then the status line, each
+// ending with a newline but the status line.
+func (r Result) TextOn(face Face) string {
 	var b strings.Builder
 	line := func(s string) {
 		if s == "" {
@@ -26,16 +41,20 @@ func (r Result) Text() string {
 		b.WriteString("[stderr]\n")
 		line(r.Stderr)
 	}
-	b.WriteString(r.Status())
+	b.WriteString(r.StatusOn(face))
 	return b.String()
 }
 
-// Status is the one line, in brackets, saying how the command ended: its
+// Status is StatusOn(FaceMCP).
+func (r Result) Status() string { return r.StatusOn(FaceMCP) }
+
+// StatusOn is the one line, in brackets, saying how the command ended: its
 // exit code, or how it was stopped, how long it ran, what was killed and
 // the session's working directory; for a journaled Result completed after
 // a restart, that it was interrupted; "[did not start]" for a Result with
 // neither exit code nor signal that is not running (its stderr says why).
-func (r Result) Status() string {
+// A yielded command's line names what to do next with the tools of face.
+func (r Result) StatusOn(face Face) string {
 	d := (time.Duration(r.DurationMs) * time.Millisecond).String()
 	killed := ""
 	if n := r.Kill.Processes; n > 0 {
@@ -53,9 +72,12 @@ func (r Result) Status() string {
 		return "[interrupted: the server stopped before the result was recorded]"
 	case r.ExitCode == nil && r.Signal == "" && !r.Running:
 		return "[did not start]"
+	case r.Running && face == FaceHTTP:
+		return fmt.Sprintf("[still running after %s as background job %s: wait for its end with POST /v1/jobs/%s/wait, "+
+			"read what it prints next with GET /v1/jobs/%s/output, or stop it with DELETE /v1/jobs/%s]", d, r.JobID, r.JobID, r.JobID, r.JobID)
 	case r.Running:
-		return fmt.Sprintf("[still running after %s as background job %s: read what it prints next with job_output {\"id\": %q}, or stop it with job_kill]",
-			d, r.JobID, r.JobID)
+		return fmt.Sprintf("[still running after %s as background job %s: wait for its end with job_wait {\"id\": %q}, "+
+			"read what it prints next with job_output {\"id\": %q}, or stop it with job_kill]", d, r.JobID, r.JobID, r.JobID)
 	case r.TimedOut:
 		return fmt.Sprintf("[timed out after %s: stopped with %s%s%s]", d, r.Signal, killed, cwd)
 	case r.Aborted:

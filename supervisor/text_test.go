@@ -23,7 +23,7 @@ func TestStatus(t *testing.T) {
 		// Never started (a batch's turn that did not come, a start that failed).
 		{Result{Stderr: "[corral: the command did not start: x.]"}, "[did not start]"},
 		// Still running as a job.
-		{Result{Running: true, JobID: "j-1"}, `[still running after 0s as background job j-1: read what it prints next with job_output {"id": "j-1"}, or stop it with job_kill]`},
+		{Result{Running: true, JobID: "j-1"}, `[still running after 0s as background job j-1: wait for its end with job_wait {"id": "j-1"}, read what it prints next with job_output {"id": "j-1"}, or stop it with job_kill]`},
 		// Exit 0.
 		{Result{ExitCode: &zero}, "[exit code 0 after 0s]"},
 	}
@@ -31,5 +31,17 @@ func TestStatus(t *testing.T) {
 		if got := tt.res.Status(); got != tt.want {
 			t.Errorf("Status() = %q, want %q", got, tt.want)
 		}
+	}
+}
+
+// TestStatusOnHTTP: over HTTP (a batch view) a yielded command's line names
+// the job routes, never an MCP tool the face does not serve.
+func TestStatusOnHTTP(t *testing.T) {
+	t.Parallel()
+	got := Result{Running: true, JobID: "j-1"}.TextOn(FaceHTTP)
+	want := "[still running after 0s as background job j-1: wait for its end with POST /v1/jobs/j-1/wait, " +
+		"read what it prints next with GET /v1/jobs/j-1/output, or stop it with DELETE /v1/jobs/j-1]"
+	if got != want {
+		t.Errorf("TextOn(FaceHTTP) = %q, want %q", got, want)
 	}
 }

@@ -7,7 +7,10 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
+
+	"github.com/corral-sh/corral/api"
 )
 
 // Version is corral's version, set at build time with -ldflags "-X main.Version=...".
@@ -84,7 +87,25 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 	case errors.Is(err, errUsage):
 		return 2
 	default:
-		fmt.Fprintln(m.Stderr, "corral:", err)
+		fmt.Fprintln(m.Stderr, "corral:", errText(err))
 		return 1
 	}
 }
+
+// errText is err as the CLI prints it: the message HTTP and MCP give
+// (api.Message), without the Go package prefixes ("supervisor: ",
+// "journal: ") that error texts keep for logs.
+func errText(err error) string {
+	msg := api.Message(err)
+	for {
+		pkg, rest, ok := strings.Cut(msg, ": ")
+		if !ok || !goPackages[pkg] {
+			return msg
+		}
+		msg = rest
+	}
+}
+
+// goPackages are the prefixes errText drops: corral's packages.
+var goPackages = map[string]bool{"api": true, "budget": true, "capture": true, "envd": true, "journal": true,
+	"killtree": true, "ringtail": true, "spill": true, "supervisor": true}

@@ -234,7 +234,7 @@ func (m *Main) invalid(asJSON bool, err error) error {
 	if asJSON {
 		api.NewEncoder(m.Stdout).Encode(api.NewErrorBody(err))
 	} else {
-		fmt.Fprintln(m.Stderr, "corral:", err)
+		fmt.Fprintln(m.Stderr, "corral:", errText(err))
 	}
 	return exitError{2}
 }

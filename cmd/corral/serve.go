@@ -234,7 +234,8 @@ func (m *Main) newServer(f serverFlags, token, hint string, shared bool, log zer
 		}
 	}
 	srv, err := api.New(api.Config{Supervisor: sup, Token: token, MaxConcurrent: f.maxConcurrent,
-		Logger: &log, Version: Version, BodyTimeout: seconds(f.bodyTimeout), SharedJobs: f.sharedJobs})
+		Logger: &log, Version: Version, BodyTimeout: seconds(f.bodyTimeout), SharedJobs: f.sharedJobs,
+		NoJournal: noJournal(jnl, f.dataDir)})
 	if err != nil {
 		sup.Close()
 		closeJournal()
@@ -498,6 +499,16 @@ func listen(addr string) (net.Listener, error) {
 // file is damaged: the error says how to move it aside). corral mcp, of
 // which an agent may start several on one data directory, runs without a
 // journal when another process holds it, and says so in the log.
+// noJournal says why a server runs without the journal openJournal gave
+// (nil only when another process holds it), "" when it has one.
+func noJournal(j *journal.Journal, dataDir string) string {
+	if j != nil {
+		return ""
+	}
+	return "another corral process (corral serve, or another corral mcp) holds the journal of the data directory " +
+		dataDir + ", so this one records no results; give it a --data-dir of its own to keep them"
+}
+
 func (m *Main) openJournal(f serverFlags, shared bool, log zerolog.Logger) (*journal.Journal, error) {
 	if f.journalMax < 1 {
 		return nil, fmt.Errorf("--journal-max-entries must be at least 1, got %d", f.journalMax)

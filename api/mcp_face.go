@@ -1,0 +1,84 @@
+package api
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/corral-sh/corral/supervisor"
+)
+
+// mcpFace is the transport an MCP server serves, which decides what its
+// descriptions may promise: state carries across calls only with an MCP
+// session, and only a process that serves HTTP may point to its routes.
+type mcpFace uint8
+
+const (
+	faceStdio       mcpFace = iota // corral mcp: one session, no HTTP routes
+	faceHTTP                       // /mcp with an Mcp-Session-Id
+	faceSessionless                // /mcp without one (2026-07-28, a plain POST)
+)
+
+// bashOutputSchema is the output schema of bash: the Result's, plus the
+// pid of a background job's JobStarted ({"id", "pid"}), nothing required,
+// so that both validate.
+func bashOutputSchema() *jsonschema.Schema {
+	sch, err := jsonschema.For[supervisor.Result](nil)
+	if err != nil {
+		panic(err) // Result is fixed: a test fails first
+	}
+	sch.Properties["pid"] = &jsonschema.Schema{Type: "integer", Description: "a background job's process ID"}
+	sch.Properties["id"].Description = "a background job's ID (j-…), or the journal ID (r-…) of a Result"
+	sch.Required = nil
+	return sch
+}
+
+// bashInteractive runs an interactive command with a yield: it starts as a
+// job whose stdin stays open, and the call returns its Result when it ends
+// within the yield, else a running Result with its job ID and what it
+// printed so far (the job's first cursorless reads), so job_input can
+// answer it.
+func (s *Server) bashInteractive(ctx context.Context, req *mcp.CallToolRequest, in BashInput, owner string) (*mcp.CallToolResult, any, error) {
+	yield, err := seconds(*in.Yield, "yield", 0, s.sup.MaxTimeout())
+	if err != nil || yield == 0 {
+		return nil, nil, toolError(cmp.Or(err, errorf(ErrInvalidArgument, "interactive without background needs a yield above 0 seconds")))
+	}
+	if in.Stdin != "" {
+		return nil, nil, toolError(errorf(ErrInvalidArgument, "an interactive command takes its stdin through job_input, not stdin"))
+	}
+	in.Yield = nil
+	jr, err := JobRequest{ExecRequest: in.exec(), Interactive: true}.request(s.sup.MaxTimeout())
+	if err != nil {
+		return nil, nil, toolError(err)
+	}
+	jr.Owner = owner
+	st, err := s.startJob(jr)
+	if err != nil {
+		return nil, nil, toolError(err)
+	}
+	res, err := s.sup.WaitJob(ctx, st.ID, yield)
+	switch {
+	case err == nil:
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: res.Text()}}}, res, nil
+	case !errors.Is(err, supervisor.ErrStillRunning):
+		return nil, nil, toolError(err)
+	}
+	res = supervisor.Result{Running: true, JobID: st.ID, DurationMs: yield.Milliseconds()}
+	for _, stream := range []string{supervisor.Stdout, supervisor.Stderr} {
+		out, err := s.sup.JobOutput(ctx, st.ID, stream, supervisor.CursorNext, 0)
+		if err != nil {
+			return nil, nil, toolError(err)
+		}
+		if stream == supervisor.Stdout {
+			res.Stdout = out.Data
+		} else {
+			res.Stderr = out.Data
+		}
+	}
+	text := res.Text() + fmt.Sprintf("\n[its stdin is open: answer with job_input {\"id\": %q, \"data\": \"...\\n\"}]", st.ID)
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, res, nil
+}
