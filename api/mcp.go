@@ -130,6 +130,9 @@ func thousands(n int) string {
 // descriptions and schemas state the supervisor's configured limits
 // (Supervisor.Bounds), and what the face can carry.
 func (s *Server) newMCPServer(face mcpFace) *mcp.Server {
+	if s.profile == ProfileClaudeCode {
+		return s.newClaudeServer(face)
+	}
 	b := s.sup.Bounds()
 	srv := mcp.NewServer(&mcp.Implementation{Name: "corral", Title: "corral", Version: s.version},
 		&mcp.ServerOptions{Capabilities: &mcp.ServerCapabilities{}, Instructions: instructions(b, face)})

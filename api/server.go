@@ -36,6 +36,9 @@ type Config struct {
 	// Token, when non-empty, is required as "Authorization: Bearer <Token>"
 	// on every request except GET /healthz. Empty means no authentication.
 	Token string
+	// MCPTools is the tool profile the MCP servers serve: ProfileCorral
+	// ("" too) or ProfileClaudeCode (see Profiles).
+	MCPTools string
 	// NoJournal says why the Supervisor has no journal, when it has none
 	// for another reason than the lack of a data directory (another
 	// process holds it); the history tool and /v1/sessions say it.
@@ -87,13 +90,15 @@ type Server struct {
 	sharedJobs bool
 	// noJournal is Config.NoJournal.
 	noJournal string
-	log       zerolog.Logger
-	version   string
-	reg       *prometheus.Registry
-	metrics   *metrics
-	slots     chan struct{} // one token per running command
-	beat      time.Duration // Config.Heartbeat
-	mcp       *mcp.Server   // stdio, and streamable HTTP without sessions
+	// profile is Config.MCPTools.
+	profile string
+	log     zerolog.Logger
+	version string
+	reg     *prometheus.Registry
+	metrics *metrics
+	slots   chan struct{} // one token per running command
+	beat    time.Duration // Config.Heartbeat
+	mcp     *mcp.Server   // stdio, and streamable HTTP without sessions
 	// stdioSession is the corral session of ServeMCP's one connection;
 	// written by ServeMCP before it serves.
 	stdioSession string
@@ -133,11 +138,15 @@ func New(cfg Config) (*Server, error) {
 		sup:        cfg.Supervisor,
 		sharedJobs: cfg.SharedJobs,
 		noJournal:  cfg.NoJournal,
+		profile:    cmp.Or(cfg.MCPTools, ProfileCorral),
 		log:        zerolog.Nop(),
 		version:    cfg.Version,
 		reg:        cfg.Registry,
 		slots:      make(chan struct{}, cfg.MaxConcurrent),
 		beat:       cmp.Or(cfg.Heartbeat, DefaultHeartbeat),
+	}
+	if err := checkProfile(s.profile); err != nil {
+		return nil, err
 	}
 	if cfg.Token == "" && len(cfg.Tokens) > 0 {
 		return nil, errors.New("api: Config.Tokens needs Config.Token")

@@ -99,6 +99,7 @@ type serverFlags struct {
 	journalMax     int
 	journalIdle    time.Duration
 	sharedJobs     bool
+	tools          string
 }
 
 func (m *Main) serverFlagSet(name, usageText string, f *serverFlags, network bool) *flag.FlagSet {
@@ -130,6 +131,12 @@ func (m *Main) serverFlagSet(name, usageText string, f *serverFlags, network boo
 	fs.BoolVar(&f.reaper, "reaper", false, "run every command under a reaper of its own, which catches the daemons that leave their session and environment on every tier (a Go runtime start per command)")
 	fs.Float64Var(&f.grace, "grace", supervisor.DefaultGrace.Seconds(), "`seconds` between SIGTERM and SIGKILL on the way down (0: SIGKILL at once)")
 	f.limits.register(fs)
+	toolsFlag := "mcp-tools"
+	if name == "corral mcp" {
+		toolsFlag = "tools"
+	}
+	fs.StringVar(&f.tools, toolsFlag, api.ProfileCorral, "MCP tool `profile`: "+strings.Join(api.Profiles, " or ")+
+		" (claude-code serves Claude Code's Bash, BashOutput and KillShell; docs/profiles.md)")
 	fs.BoolVar(&f.sharedJobs, "shared-jobs", false, "let every client see, read and kill every background job (by default a job belongs to the MCP session, or else the token, that started it; another client gets NOT_FOUND)")
 	fs.IntVar(&f.journalMax, "journal-max-entries", journal.DefaultMaxEntries, "most journal entries a session keeps (its newest)")
 	fs.DurationVar(&f.journalIdle, "session-retention", journal.DefaultRetention, "a session idle this long is swept with its journal, spills and state (at start and hourly)")
@@ -235,7 +242,7 @@ func (m *Main) newServer(f serverFlags, token, hint string, shared bool, log zer
 	}
 	srv, err := api.New(api.Config{Supervisor: sup, Token: token, MaxConcurrent: f.maxConcurrent,
 		Logger: &log, Version: Version, BodyTimeout: seconds(f.bodyTimeout), SharedJobs: f.sharedJobs,
-		NoJournal: noJournal(jnl, f.dataDir)})
+		NoJournal: noJournal(jnl, f.dataDir), MCPTools: f.tools})
 	if err != nil {
 		sup.Close()
 		closeJournal()

@@ -1,0 +1,117 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/corral-sh/corral/api"
+	"github.com/corral-sh/corral/supervisor"
+)
+
+func withProfile(p string) option {
+	return func(c *api.Config, _ *supervisor.Config) { c.MCPTools = p }
+}
+
+// TestProfileClaudeSchemas: the claude-code profile serves exactly the tool
+// list of testdata/profiles/claude-code/tools.json (Claude Code's names,
+// descriptions and argument schemas; SOURCE.md cites them), on every face.
+func TestProfileClaudeSchemas(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("testdata/profiles/claude-code/tools.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []map[string]any
+	if err := json.Unmarshal(b, &want); err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, withProfile(api.ProfileClaudeCode))
+	for face, cs := range map[string]*mcp.ClientSession{"stdio": inMemoryMCP(t, e), "http": httpClientSession(t, e, "2025-11-25")} {
+		tools, err := cs.ListTools(context.Background(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []map[string]any
+		for _, tool := range tools.Tools {
+			raw, _ := json.Marshal(map[string]any{"name": tool.Name, "description": tool.Description, "inputSchema": tool.InputSchema})
+			var m map[string]any
+			json.Unmarshal(raw, &m)
+			got = append(got, m)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s: served tools differ from testdata (-want +got):\n%s", face, diff)
+		}
+	}
+}
+
+// TestProfileClaudeCalls drives the profile as Claude Code calls it: Bash
+// with a timeout in milliseconds, Bash in the background, BashOutput with a
+// filter over both streams, KillShell; a timeout over 600000 ms, another
+// session's shell and a killed shell are refused in Claude Code's words.
+func TestProfileClaudeCalls(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, withProfile(api.ProfileClaudeCode))
+	call := mcpTextCaller(t, e, "2025-11-25")
+	other := mcpTextCaller(t, e, "2025-11-25")
+
+	text, isErr := call(api.ToolClaudeBash, map[string]any{"command": "echo out; echo err >&2; exit 3", "timeout": 5000, "description": "Print two lines"})
+	if isErr || !strings.HasPrefix(text, "out\nerr\n[exit code 3 after ") {
+		t.Errorf("Bash: %q", text)
+	}
+	if text, isErr := call(api.ToolClaudeBash, map[string]any{"command": "true", "timeout": 600001}); !isErr || !strings.Contains(text, "milliseconds") {
+		t.Errorf("timeout over 600000: %q", text)
+	}
+	text, _ = call(api.ToolClaudeBash, map[string]any{"command": "echo Ready; echo noise; echo READY >&2; sleep 30", "run_in_background": true})
+	m := regexp.MustCompile(`^Command running in background with ID: (j-[0-9a-f]+)$`).FindStringSubmatch(text)
+	if m == nil {
+		t.Fatalf("background: %q", text)
+	}
+	id := m[1]
+	// Wait until the lines are written: a read at offset 0 leaves the
+	// cursor BashOutput reads from where it is.
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		if out, err := e.sup.JobOutput(context.Background(), id, supervisor.Stderr, 0, time.Second); err == nil && out.Data != "" {
+			break
+		}
+	}
+	text, _ = call(api.ToolClaudeBashOutput, map[string]any{"bash_id": id, "filter": "ready"})
+	if !regexp.MustCompile(`(?s)^<status>running</status>\n\n<stdout>\nReady\n</stdout>\n\n<stderr>\nREADY\n</stderr>\n\n<timestamp>\d{4}-\d\d-\d\dT[0-9:.]+Z</timestamp>$`).MatchString(text) {
+		t.Errorf("BashOutput: %q", text)
+	}
+	if text, isErr := other(api.ToolClaudeBashOutput, map[string]any{"bash_id": id}); !isErr || !strings.Contains(text, "No shell found with ID: "+id) {
+		t.Errorf("another session's BashOutput: %q", text)
+	}
+	text, isErr = call(api.ToolClaudeKillShell, map[string]any{"shell_id": id})
+	if want := `{"message":"Successfully killed shell: ` + id + ` (echo Ready; echo noise; echo READY >&2; sleep 30)","shell_id":"` + id + `"}`; isErr || text != want {
+		t.Errorf("KillShell: %q, want %q", text, want)
+	}
+	if text, isErr := call(api.ToolClaudeKillShell, map[string]any{"shell_id": id}); !isErr || !strings.Contains(text, "is not running, so cannot be killed (status: killed)") {
+		t.Errorf("KillShell of a killed shell: %q", text)
+	}
+	if text, _ := call(api.ToolClaudeBashOutput, map[string]any{"bash_id": id}); !strings.HasPrefix(text, "<status>killed</status>") {
+		t.Errorf("BashOutput after the kill: %q", text)
+	}
+}
+
+// TestProfileRefused: a profile that is not built yet is refused saying so.
+func TestProfileRefused(t *testing.T) {
+	t.Parallel()
+	sup, err := supervisor.New(supervisor.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sup.Close()
+	for p, want := range map[string]string{"codex": "not built yet", "openhands": "not built yet", "vim": "unknown tool profile"} {
+		if _, err := api.New(api.Config{Supervisor: sup, MCPTools: p}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+}
