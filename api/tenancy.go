@@ -11,7 +11,7 @@ import (
 )
 
 // Tenancy: a background job, its output, its stdin and its kill belong to
-// the client that started it (docs/wire.md, Tenancy). The owner is
+// the client that started it (docs/mcp.md, Tenancy). The owner is
 //
 //   - over MCP with a session (a streamable-HTTP Mcp-Session-Id, or the one
 //     connection of corral mcp): that MCP session;
