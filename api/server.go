@@ -233,6 +233,7 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("POST /v1/jobs/{id}/stdin", s.auth(http.HandlerFunc(s.jobStdin)))
 	mux.Handle("POST /v1/jobs/{id}/wait", s.auth(http.HandlerFunc(s.waitJob)))
 	mux.Handle("DELETE /v1/jobs/{id}", s.auth(http.HandlerFunc(s.deleteJob)))
+	mux.Handle("GET /v1/events", s.auth(http.HandlerFunc(s.events)))
 	mux.Handle("POST /v1/read", s.auth(http.HandlerFunc(s.read)))
 	mux.Handle("POST /v1/grep", s.auth(http.HandlerFunc(s.grep)))
 	mux.Handle("GET /v1/sessions", s.auth(http.HandlerFunc(s.listSessions)))

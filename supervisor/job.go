@@ -188,6 +188,7 @@ type jobTable struct {
 	exitBytes int64           // guarded by mu; their footprints summed
 	sweep     *time.Timer     // guarded by mu; forgets exited[0] when its retention passed
 	forgotten forgetLog       // guarded by mu
+	feed      jobFeed         // job events (jobevents.go)
 	wg        sync.WaitGroup  // one per job's supervising goroutine
 }
 
@@ -339,6 +340,13 @@ func (t *jobTable) supervise(ctx context.Context, j *job, p *proc) {
 	t.retire(j, footprint)
 	close(j.done)
 	j.poke()
+	t.mu.Lock()
+	listed := j.listed // a command that ended before its yield was never a job
+	t.mu.Unlock()
+	if listed {
+		r := res
+		t.feed.publish(JobEvent{Event: JobEventExited, JobID: j.id, Owner: j.owner, At: time.Now(), Result: &r})
+	}
 }
 
 // closeAll kills every job and waits for their supervising goroutines.
