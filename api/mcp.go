@@ -134,8 +134,10 @@ func (s *Server) newMCPServer(face mcpFace) *mcp.Server {
 		return s.newClaudeServer(face)
 	}
 	b := s.sup.Bounds()
-	srv := mcp.NewServer(&mcp.Implementation{Name: "corral", Title: "corral", Version: s.version},
-		&mcp.ServerOptions{Capabilities: &mcp.ServerCapabilities{}, Instructions: instructions(b, face)})
+	opts := &mcp.ServerOptions{Capabilities: &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}}, Instructions: instructions(b, face)}
+	s.jobResourceOptions(opts)
+	srv := mcp.NewServer(&mcp.Implementation{Name: "corral", Title: "corral", Version: s.version}, opts)
+	s.addJobResources(srv)
 	if s.toolInputs == nil {
 		s.toolInputs = make(map[string]reflect.Type)
 	}

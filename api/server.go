@@ -92,6 +92,10 @@ type Server struct {
 	noJournal string
 	// profile is Config.MCPTools.
 	profile string
+	// notifyOnce starts the job notifier (mcp_resources.go) at the first
+	// subscription; notifier is its goroutine, ended by Shutdown.
+	notifyOnce sync.Once
+	notifier   sync.WaitGroup
 	log     zerolog.Logger
 	version string
 	reg     *prometheus.Registry
@@ -211,6 +215,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
 		s.runs.Wait()
+		s.notifier.Wait()
 		close(done)
 	}()
 	select {

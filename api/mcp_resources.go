@@ -1,0 +1,98 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/corral-sh/corral/supervisor"
+)
+
+// Jobs as MCP resources: corral://jobs/{id} reads a job's status (JobInfo
+// JSON) for the client that owns it (tenancy.go); a client that subscribes
+// to one gets notifications/resources/updated when it exits, and its MCP
+// session a logging notification with a one-line summary. The notifier
+// starts with the first subscription and ends with Shutdown.
+
+// jobURIPrefix names a job resource: corral://jobs/<id>.
+const jobURIPrefix = "corral://jobs/"
+
+// addJobResources registers the job resource template on srv.
+func (s *Server) addJobResources(srv *mcp.Server) {
+	srv.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: jobURIPrefix + "{id}", Name: "job", Title: "A background job",
+		Description: "A background job's status as job_list gives it (id, command, state, pid, startedAt, bytes); subscribe to be told when it exits.",
+		MIMEType:    "application/json"}, s.readJobResource)
+}
+
+// jobResourceOptions are the server options that make jobs subscribable.
+func (s *Server) jobResourceOptions(o *mcp.ServerOptions) {
+	o.SubscribeHandler = func(ctx context.Context, req *mcp.SubscribeRequest) error {
+		id, ok := strings.CutPrefix(req.Params.URI, jobURIPrefix)
+		if !ok {
+			return mcp.ResourceNotFoundError(req.Params.URI)
+		}
+		if err := s.ownJob(s.sessionOwner(req.Session, req.Extra), id); err != nil {
+			return mcp.ResourceNotFoundError(req.Params.URI)
+		}
+		s.notifyOnce.Do(s.startNotifier)
+		return nil
+	}
+	o.UnsubscribeHandler = func(context.Context, *mcp.UnsubscribeRequest) error { return nil }
+}
+
+func (s *Server) readJobResource(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	id, _ := strings.CutPrefix(req.Params.URI, jobURIPrefix)
+	if err := s.ownJob(s.sessionOwner(req.Session, req.Extra), id); err != nil {
+		return nil, mcp.ResourceNotFoundError(req.Params.URI)
+	}
+	info, err := s.sup.Job(id)
+	if err != nil {
+		return nil, mcp.ResourceNotFoundError(req.Params.URI)
+	}
+	b, _ := json.Marshal(info)
+	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, MIMEType: "application/json", Text: string(b)}}}, nil
+}
+
+// sessionOwner is mcpOwner for any request of a session.
+func (s *Server) sessionOwner(ss *mcp.ServerSession, extra *mcp.RequestExtra) string {
+	return s.mcpOwner(&mcp.CallToolRequest{Session: ss, Extra: extra})
+}
+
+// startNotifier forwards job events to the MCP servers until Shutdown.
+func (s *Server) startNotifier() {
+	sub := s.sup.SubscribeJobs("", true)
+	s.notifier.Add(1)
+	go func() {
+		defer s.notifier.Done()
+		defer sub.Close()
+		for {
+			select {
+			case ev := <-sub.C:
+				s.notifyJob(ev)
+			case <-s.base.Done():
+				return
+			}
+		}
+	}()
+}
+
+// notifyJob tells the subscribers of ev's job, and logs a one-line summary
+// to the MCP sessions that own it.
+func (s *Server) notifyJob(ev supervisor.JobEvent) {
+	uri := jobURIPrefix + ev.JobID
+	summary := fmt.Sprintf("job %s %s", ev.JobID, ev.Event)
+	if ev.Result != nil {
+		summary = fmt.Sprintf("job %s exited: %s", ev.JobID, strings.Trim(ev.Result.Status(), "[]"))
+	}
+	for _, srv := range []*mcp.Server{s.mcp, s.front.sessions} {
+		srv.ResourceUpdated(s.base, &mcp.ResourceUpdatedNotificationParams{URI: uri})
+		for ss := range srv.Sessions() {
+			if s.sessionOwner(ss, nil) == ev.Owner || s.sharedJobs {
+				ss.Log(s.base, &mcp.LoggingMessageParams{Level: "info", Logger: "corral", Data: summary})
+			}
+		}
+	}
+}
