@@ -96,13 +96,13 @@ type Server struct {
 	// subscription; notifier is its goroutine, ended by Shutdown.
 	notifyOnce sync.Once
 	notifier   sync.WaitGroup
-	log     zerolog.Logger
-	version string
-	reg     *prometheus.Registry
-	metrics *metrics
-	slots   chan struct{} // one token per running command
-	beat    time.Duration // Config.Heartbeat
-	mcp     *mcp.Server   // stdio, and streamable HTTP without sessions
+	log        zerolog.Logger
+	version    string
+	reg        *prometheus.Registry
+	metrics    *metrics
+	slots      chan struct{} // one token per running command
+	beat       time.Duration // Config.Heartbeat
+	mcp        *mcp.Server   // stdio, and streamable HTTP without sessions
 	// stdioSession is the corral session of ServeMCP's one connection;
 	// written by ServeMCP before it serves.
 	stdioSession string
