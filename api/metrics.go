@@ -101,3 +101,21 @@ func outcomeOf(res supervisor.Result) string {
 	}
 	return OutcomeFailure
 }
+
+// registerGauges registers the gauges read from the supervisor at each
+// scrape: whether its journal is offline.
+func registerGauges(reg prometheus.Registerer, sup *supervisor.Supervisor) error {
+	offline := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "corral_journal_offline",
+		Help: "1 once a storage fault (a damaged page, an I/O error, a full disk) took the journal offline: Results are not journaled until a restart.",
+	}, func() float64 {
+		if sup.Stats().JournalOffline {
+			return 1
+		}
+		return 0
+	})
+	if err := reg.Register(offline); err != nil {
+		return fmt.Errorf("api: register metrics: %w", err)
+	}
+	return nil
+}
