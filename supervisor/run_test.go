@@ -396,6 +396,7 @@ func waitFor(t *testing.T, cond func() bool) {
 
 // TestRunGigabyte: 1 GB to stdout costs bounded memory and counts exactly.
 func TestRunGigabyte(t *testing.T) {
+	proctest.Heavy(t)
 	if testing.Short() {
 		t.Skip("1 GB flood in -short mode")
 	}
