@@ -255,6 +255,7 @@ func TestServeUnixSocket(t *testing.T) {
 // TestServeNDJSONFlood floods both streams through the built server:
 // seq contiguous per stream, the result last, the server's memory bounded.
 func TestServeNDJSONFlood(t *testing.T) {
+	proctest.Heavy(t)
 	t.Parallel()
 	s := startServe(t, []string{"CORRAL_TOKEN="}, "--listen", "127.0.0.1:0")
 	before := s.hwmKB()
