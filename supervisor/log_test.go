@@ -65,13 +65,7 @@ func TestLogResultLine(t *testing.T) {
 // is its CORRAL_RUN_ID.
 func TestLogIDIsJournalID(t *testing.T) {
 	t.Parallel()
-	var buf bytes.Buffer
-	var mu sync.Mutex
-	logger := zerolog.New(writerFunc(func(p []byte) (int, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		return buf.Write(p)
-	})).Level(zerolog.InfoLevel)
+	logger, buf, mu := captureLog()
 	dir := t.TempDir()
 	s := newSup(t, Config{Logger: &logger, DataDir: dir, Journal: openJournal(t, dir)})
 	res := run(t, s, Request{Command: `printf %s "$CORRAL_RUN_ID"`, Session: "logs"})
@@ -87,4 +81,15 @@ func TestLogIDIsJournalID(t *testing.T) {
 		}
 	}
 	t.Fatalf("no command line in %s", buf.String())
+}
+
+// captureLog is an info logger writing into a buffer guarded by the mutex.
+func captureLog() (zerolog.Logger, *bytes.Buffer, *sync.Mutex) {
+	buf, mu := new(bytes.Buffer), new(sync.Mutex)
+	logger := zerolog.New(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return buf.Write(p)
+	})).Level(zerolog.InfoLevel)
+	return logger, buf, mu
 }
