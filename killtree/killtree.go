@@ -92,8 +92,9 @@ type Config struct {
 	// (the CLI). Then every orphan reparented to this process that is not
 	// another tree's leader or a watchdog belongs to the open tree,
 	// whatever its session, group, cgroup or environment. Start refuses a
-	// second open tree with ErrSoleTree. Linux only; elsewhere no orphan
-	// reaches this process and it changes nothing.
+	// second open tree with ErrSoleTree. On the pgroup tier such a
+	// Manager starts no watchdog (see doc.go, Promises). Linux only;
+	// elsewhere no orphan reaches this process and it changes nothing.
 	SoleTree bool
 	// OwnProcess declares that this process starts no child processes of
 	// its own other than through this Manager (corral serve and corral

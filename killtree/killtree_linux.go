@@ -77,7 +77,9 @@ func newPlatform(cfg Config, tier Tier) (*platform, error) {
 	p := &platform{cfg: cfg, tier: tier, instance: instance(), mnt: findMounts(), own: openOwnChildren()}
 	sweepStale(p.mnt, cfg.CgroupParent)
 	p.lastStale.Store(time.Now().UnixNano())
-	if !noWatchdog {
+	if !noWatchdog && !(cfg.SoleTree && tier == TierPgroup) {
+		// One watchdog per Manager; a sole-tree Manager (the CLI) on
+		// pgroup has no containment for it to guard (doc.go, Promises).
 		wd, err := startWatchdog(p.instance, p.mnt.instanceDirs(cfg.CgroupParent, p.instance))
 		if err != nil {
 			p.own.close()

@@ -25,6 +25,22 @@ func (p proc) zombie() bool { return p.state == 'Z' || p.state == 'X' }
 // scanProcs reads /proc/<pid>/stat for every process: one pass, the ppid map
 // the sweeps need. Processes that vanish during the pass are skipped.
 func scanProcs() ([]proc, error) {
+	pids, err := listPids()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]proc, 0, len(pids))
+	buf := make([]byte, 1024)
+	for _, pid := range pids {
+		if p, ok := readStat(pid, buf); ok {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// listPids lists the processes in /proc.
+func listPids() ([]int, error) {
 	d, err := os.Open("/proc")
 	if err != nil {
 		return nil, err
@@ -34,18 +50,13 @@ func scanProcs() ([]proc, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]proc, 0, len(names))
-	buf := make([]byte, 1024)
+	out := make([]int, 0, len(names))
 	for _, n := range names {
 		if n[0] < '0' || n[0] > '9' {
 			continue
 		}
-		pid, err := strconv.Atoi(n)
-		if err != nil {
-			continue
-		}
-		if p, ok := readStat(pid, buf); ok {
-			out = append(out, p)
+		if pid, err := strconv.Atoi(n); err == nil {
+			out = append(out, pid)
 		}
 	}
 	return out, nil
@@ -199,8 +210,23 @@ func parseStat(pid int, b []byte) (proc, bool) {
 // A zombie's environment is empty, and reading another user's needs
 // privileges; both read as false.
 func environHas(pid int, kv string) bool {
+	return environAny(pid, nil, func(e []byte) bool { return string(e) == kv })
+}
+
+// environHasPrefix reports whether /proc/<pid>/environ, read into buf,
+// holds an entry that starts with prefix. Unlike environHas it reads once:
+// it is for passes over every process (kernel threads and zombies read
+// empty), which repeat while they find something.
+func environHasPrefix(pid int, prefix string, buf []byte) bool {
+	b, err := readKernelFile("/proc/"+strconv.Itoa(pid)+"/environ", buf)
+	return err == nil && anyEntry(b, func(e []byte) bool { return bytes.HasPrefix(e, []byte(prefix)) })
+}
+
+// environAny reports whether an entry of /proc/<pid>/environ, read into
+// buf, satisfies match.
+func environAny(pid int, buf []byte, match func([]byte) bool) bool {
 	path := "/proc/" + strconv.Itoa(pid) + "/environ"
-	b, err := readKernelFile(path, nil)
+	b, err := readKernelFile(path, buf)
 	// A process in the middle of execve reads as empty or unreadable for
 	// a moment (its old mm is going away): look again a few times rather
 	// than miss an orphan that just exec'd, as `( setsid cmd & )` leaves one.
@@ -209,23 +235,18 @@ func environHas(pid int, kv string) bool {
 			return false // gone
 		}
 		time.Sleep(time.Millisecond) // waiting out an exec in progress; not synchronisation
-		b, err = readKernelFile(path, nil)
+		b, err = readKernelFile(path, buf)
 	}
-	if err != nil {
-		return false
-	}
-	for len(b) > 0 {
-		i := bytes.IndexByte(b, 0)
-		if i < 0 {
-			i = len(b)
-		}
-		if string(b[:i]) == kv {
+	return err == nil && anyEntry(b, match)
+}
+
+// anyEntry reports whether an entry of the NUL-separated list b satisfies
+// match.
+func anyEntry(b []byte, match func([]byte) bool) bool {
+	for e := range bytes.SplitSeq(b, []byte{0}) {
+		if len(e) > 0 && match(e) {
 			return true
 		}
-		if i == len(b) {
-			break
-		}
-		b = b[i+1:]
 	}
 	return false
 }
