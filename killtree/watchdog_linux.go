@@ -1,7 +1,6 @@
 package killtree
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -29,10 +28,12 @@ import (
 // may live itself) is killed (cgroup.kill, or freeze, kill, thaw) and
 // removed, then every process still carrying one of the instance's tags
 // (processes that left their cgroup or had none) is killed, and it exits.
-// A line "quit" ends it without killing anything. It needs no message per
+// It needs no message per
 // command: every containment of the instance is under its directories, and
 // every command's tag starts with the instance's name, so nothing started
 // is ever outside its reach, not even between a start and a registration.
+// Close ends it with SIGKILL: before EOF it has done nothing, so a kill is a
+// quit that need not wait for the re-executed binary's start-up.
 const (
 	watchdogArg0 = "corral-watchdog"
 	watchdogEnv  = "CORRAL_KILLTREE_WATCHDOG"
@@ -44,13 +45,7 @@ func runWatchdog(args []string) int {
 		fmt.Fprintf(os.Stderr, "killtree: watchdog: bad instance %q\n", args)
 		return 2
 	}
-	in := bufio.NewScanner(os.Stdin)
-	for in.Scan() {
-		if in.Text() == "quit" {
-			return 0
-		}
-	}
-	// EOF or a read error: the supervisor is gone.
+	_, _ = io.Copy(io.Discard, os.Stdin) // EOF or a read error: the supervisor is gone
 	guardInstance(args[0], args[1:])
 	return 0
 }
@@ -124,7 +119,8 @@ func startWatchdog(inst string, dirs []string) (*watchdog, error) {
 	return &watchdog{cmd: cmd, stdin: w}, nil
 }
 
-// close ends the watchdog without letting it kill anything and reaps it.
+// close ends the watchdog without letting it kill anything, SIGKILL before
+// its stdin closes, and reaps it.
 func (w *watchdog) close() error {
 	if w == nil {
 		return nil
@@ -136,11 +132,10 @@ func (w *watchdog) close() error {
 	if stdin == nil {
 		return nil
 	}
-	_, _ = io.WriteString(stdin, "quit\n") // EPIPE: it is already gone
-	err := stdin.Close()
-	werr := w.cmd.Wait()
+	kerr := w.cmd.Process.Kill() // unreaped, so its PID is still its own
+	_ = w.cmd.Wait()             // killed, as asked
 	ownChildren.Delete(w.cmd.Process.Pid)
-	return errors.Join(err, werr)
+	return errors.Join(kerr, stdin.Close())
 }
 
 var instanceRE = regexp.MustCompile(`^([0-9]+)-([0-9]+)$`)
