@@ -133,9 +133,10 @@ func (w *watchdog) close() error {
 		return nil
 	}
 	kerr := w.cmd.Process.Kill() // unreaped, so its PID is still its own
+	cerr := stdin.Close()        // after the kill: EOF would start its sweep
 	_ = w.cmd.Wait()             // killed, as asked
 	ownChildren.Delete(w.cmd.Process.Pid)
-	return errors.Join(kerr, stdin.Close())
+	return errors.Join(kerr, cerr)
 }
 
 var instanceRE = regexp.MustCompile(`^([0-9]+)-([0-9]+)$`)
