@@ -11,8 +11,9 @@ import (
 )
 
 // Tree's exported methods are the same on every OS. Each OS supplies the
-// baseline they run on (tree_linux.go with pidfd_linux.go, pipescan_linux.go
-// and leftover_linux.go; tree_other.go; tree_windows.go), that is:
+// baseline they run on (tree_linux.go with members_linux.go, kill_linux.go,
+// pidfd_linux.go, pipescan_linux.go and leftover_linux.go; tree_other.go;
+// tree_windows.go), that is:
 //
 //	type treeState                     per-OS state, guarded by Tree.mu
 //	afterStart() error                 once the leader started: pidfd or handle
