@@ -3,8 +3,7 @@ package killtree
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
+	"github.com/corral-sh/corral/killtree/internal/procfs"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -115,26 +114,11 @@ func (t *Tree) isRoot(p proc, self, selfSid int, envKV string) bool {
 		return true
 	}
 	if !p.zombie() {
-		return environHas(p.pid, envKV)
+		return procfs.EnvironHas(p.pid, envKV)
 	}
 	// A zombie child of ours cannot be recycled before we reap it, so a PID
 	// the containment listed and killed still names the same process.
-	return st.dead[p.pid] || (st.cgLeaf != "" && inCgroup(p.pid, st.cgLeaf))
-}
-
-// inCgroup reports whether /proc/<pid>/cgroup names a cgroup whose path ends
-// with leaf (a zombie keeps its cgroup until it is reaped).
-func inCgroup(pid int, leaf string) bool {
-	b, err := readKernelFile("/proc/"+strconv.Itoa(pid)+"/cgroup", nil)
-	if err != nil {
-		return false
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasSuffix(line, leaf) {
-			return true
-		}
-	}
-	return false
+	return st.dead[p.pid] || (st.cgLeaf != "" && procfs.InCgroup(p.pid, st.cgLeaf))
 }
 
 // scanTree runs one pass over the processes that can belong to the tree (see

@@ -1,12 +1,10 @@
 package killtree
 
 import (
-	"bytes"
 	"context"
+	"github.com/corral-sh/corral/killtree/internal/procfs"
 	"os"
 	"strconv"
-	"strings"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -25,7 +23,7 @@ func (p proc) zombie() bool { return p.state == 'Z' || p.state == 'X' }
 // scanProcs reads /proc/<pid>/stat for every process: one pass, the ppid map
 // the sweeps need. Processes that vanish during the pass are skipped.
 func scanProcs() ([]proc, error) {
-	pids, err := listPids()
+	pids, err := procfs.Pids()
 	if err != nil {
 		return nil, err
 	}
@@ -34,29 +32,6 @@ func scanProcs() ([]proc, error) {
 	for _, pid := range pids {
 		if p, ok := readStat(pid, buf); ok {
 			out = append(out, p)
-		}
-	}
-	return out, nil
-}
-
-// listPids lists the processes in /proc.
-func listPids() ([]int, error) {
-	d, err := os.Open("/proc")
-	if err != nil {
-		return nil, err
-	}
-	names, err := d.Readdirnames(-1)
-	d.Close()
-	if err != nil {
-		return nil, err
-	}
-	out := make([]int, 0, len(names))
-	for _, n := range names {
-		if n[0] < '0' || n[0] > '9' {
-			continue
-		}
-		if pid, err := strconv.Atoi(n); err == nil {
-			out = append(out, pid)
 		}
 	}
 	return out, nil
@@ -71,9 +46,9 @@ var selfPid = os.Getpid()
 // README, Performance). It
 // returns nil without CONFIG_PROC_CHILDREN (the scans then fall back to a
 // full /proc pass).
-func openOwnChildren() *kernelFD {
+func openOwnChildren() *procfs.File {
 	path := "/proc/" + strconv.Itoa(selfPid) + "/task/" + strconv.Itoa(selfPid) + "/children"
-	k, err := openKernelFD(path, unix.O_RDONLY)
+	k, err := procfs.Open(path, unix.O_RDONLY)
 	if err != nil {
 		return nil
 	}
@@ -105,15 +80,15 @@ func openOwnChildren() *kernelFD {
 // A pass of a tree that keeps forking can take seconds (each read competes
 // with the forks for the CPU): it stops with ctx.Err() once ctx is done,
 // checked every scanCheck processes.
-func scanDescendants(ctx context.Context, own *kernelFD, leader int, leaderExited bool) ([]proc, error) {
+func scanDescendants(ctx context.Context, own *procfs.File, leader int, leaderExited bool) ([]proc, error) {
 	if own == nil {
 		return scanProcs()
 	}
 	buf := make([]byte, 1024)
 	var out []proc
 	var queue []int
-	if b, err := own.readAll(buf); err == nil {
-		queue = parsePids(b)
+	if b, err := own.ReadAll(buf); err == nil {
+		queue = procfs.ParsePids(b)
 	} else {
 		queue = childrenOf(selfPid, 1, buf) // the Manager is closed
 	}
@@ -169,9 +144,9 @@ func childrenOf(pid, threads int, buf []byte) []int {
 	}
 	var out []int
 	for _, tid := range tids {
-		b, err := readKernelFile(base+tid+"/children", buf)
+		b, err := procfs.ReadFile(base+tid+"/children", buf)
 		if err == nil {
-			out = append(out, parsePids(b)...)
+			out = append(out, procfs.ParsePids(b)...)
 		}
 	}
 	return out
@@ -179,76 +154,13 @@ func childrenOf(pid, threads int, buf []byte) []int {
 
 // readStat parses /proc/<pid>/stat, read into buf.
 func readStat(pid int, buf []byte) (proc, bool) {
-	b, err := readKernelOnce("/proc/"+strconv.Itoa(pid)+"/stat", buf)
-	if err != nil || len(b) == 0 {
-		return proc{}, false
-	}
-	return parseStat(pid, b)
+	s, ok := procfs.ReadStat(pid, buf)
+	return fromStat(s), ok
 }
 
-// parseStat parses the text of /proc/<pid>/stat. The command name may
-// contain spaces and parentheses, so the fields start after the last ')'.
-func parseStat(pid int, b []byte) (proc, bool) {
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 || i+2 >= len(b) {
-		return proc{}, false
-	}
-	f := strings.Fields(string(b[i+2:]))
-	if len(f) < 20 {
-		return proc{}, false
-	}
-	p := proc{pid: pid, state: f[0][0]}
-	p.ppid, _ = strconv.Atoi(f[1])
-	p.pgid, _ = strconv.Atoi(f[2])
-	p.sid, _ = strconv.Atoi(f[3])
-	p.threads, _ = strconv.Atoi(f[17])
-	p.start, _ = strconv.ParseUint(f[19], 10, 64)
-	return p, true
-}
-
-// environHas reports whether /proc/<pid>/environ holds the exact entry kv.
-// A zombie's environment is empty, and reading another user's needs
-// privileges; both read as false.
-func environHas(pid int, kv string) bool {
-	return environAny(pid, nil, func(e []byte) bool { return string(e) == kv })
-}
-
-// environHasPrefix reports whether /proc/<pid>/environ, read into buf,
-// holds an entry that starts with prefix. Unlike environHas it reads once:
-// it is for passes over every process (kernel threads and zombies read
-// empty), which repeat while they find something.
-func environHasPrefix(pid int, prefix string, buf []byte) bool {
-	b, err := readKernelFile("/proc/"+strconv.Itoa(pid)+"/environ", buf)
-	return err == nil && anyEntry(b, func(e []byte) bool { return bytes.HasPrefix(e, []byte(prefix)) })
-}
-
-// environAny reports whether an entry of /proc/<pid>/environ, read into
-// buf, satisfies match.
-func environAny(pid int, buf []byte, match func([]byte) bool) bool {
-	path := "/proc/" + strconv.Itoa(pid) + "/environ"
-	b, err := readKernelFile(path, buf)
-	// A process in the middle of execve reads as empty or unreadable for
-	// a moment (its old mm is going away): look again a few times rather
-	// than miss an orphan that just exec'd, as `( setsid cmd & )` leaves one.
-	for try := 0; (err != nil || len(b) == 0) && try < 5; try++ {
-		if _, serr := os.Stat("/proc/" + strconv.Itoa(pid)); serr != nil {
-			return false // gone
-		}
-		time.Sleep(time.Millisecond) // waiting out an exec in progress; not synchronisation
-		b, err = readKernelFile(path, buf)
-	}
-	return err == nil && anyEntry(b, match)
-}
-
-// anyEntry reports whether an entry of the NUL-separated list b satisfies
-// match.
-func anyEntry(b []byte, match func([]byte) bool) bool {
-	for e := range bytes.SplitSeq(b, []byte{0}) {
-		if len(e) > 0 && match(e) {
-			return true
-		}
-	}
-	return false
+// fromStat is the proc of a parsed stat.
+func fromStat(s procfs.Stat) proc {
+	return proc{pid: s.Pid, ppid: s.PPid, pgid: s.Pgid, sid: s.Sid, state: s.State, start: s.Start, threads: s.Threads}
 }
 
 // procStart returns the start time of pid (field 22 of its stat), or 0.

@@ -3,6 +3,7 @@ package killtree
 import (
 	"errors"
 	"fmt"
+	"github.com/corral-sh/corral/killtree/internal/procfs"
 	"io"
 	"os"
 	"os/exec"
@@ -71,13 +72,13 @@ func killTagged(inst string) {
 	prefix := EnvTag + "=" + inst + "."
 	buf := make([]byte, 4096)
 	for range 10 {
-		pids, err := listPids()
+		pids, err := procfs.Pids()
 		if err != nil {
 			return
 		}
 		hits := 0
 		for _, pid := range pids {
-			if pid == selfPid || !environHasPrefix(pid, prefix, buf) {
+			if pid == selfPid || !procfs.EnvironHasPrefix(pid, prefix, buf) {
 				continue
 			}
 			_ = unix.Kill(pid, unix.SIGKILL) // ESRCH: gone meanwhile
