@@ -27,6 +27,10 @@ import (
 //	survivors() []Process              what a kill that gave up left (Survivors)
 //	release() error                    frees the OS handles (Close)
 //
+// A file's suffix names its platforms the same way everywhere: _linux,
+// _windows, _unix (every Unix), _other (Unix but Linux: the BSDs and
+// macOS), _nonlinux (everything but Linux, Windows included).
+//
 // Beside Manager, killtree_linux.go, killtree_other.go and killtree_windows.go
 // supply detect and newPlatform, and the platform's newContainment, start,
 // destroy, close, and opened and ended (which bracket a tree's life for
