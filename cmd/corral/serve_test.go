@@ -24,7 +24,7 @@ import (
 )
 
 // corralBinary builds the corral binary into a temporary directory.
-func corralBinary(t *testing.T) string {
+func corralBinary(t testing.TB) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds and runs the corral binary")
