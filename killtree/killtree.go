@@ -277,11 +277,12 @@ type Manager struct {
 	closed   bool               // guarded by mu
 }
 
-// New detects the tiers (once per CgroupParent per process), chooses one (see
-// Config.Tier), and prepares it: on Linux it makes this process a child
-// subreaper, kills and removes containments left by dead instances, and
-// starts the watchdog. A forced tier that does not work returns an error
-// wrapping ErrUnavailable.
+// New detects the tiers (once per CgroupParent per process, or reads them
+// from Config.TierCache), chooses one (see Config.Tier), and prepares it: on
+// Linux it makes this process a child subreaper, kills and removes
+// containments left by dead instances, and starts the watchdog (none for a
+// Config.SoleTree Manager on pgroup). A forced tier that does not work
+// returns an error wrapping ErrUnavailable.
 func New(cfg Config) (*Manager, error) {
 	cfg = cfg.withDefaults()
 	st, cached := detectFor(cfg)
