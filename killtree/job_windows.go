@@ -79,4 +79,3 @@ func (c *jobC) usage() Usage {
 	}
 	return u
 }
-
