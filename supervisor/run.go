@@ -25,7 +25,7 @@ import (
 // graceful ending; any other cancellation keeps the grace.
 var ErrClientGone = errors.New("supervisor: the client is gone")
 
-// ErrClosed is returned, wrapped, by Run, StartJob and every other call that
+// ErrClosed is returned, wrapped, by Run, Jobs.Start and every other call that
 // would start a command once Close has begun. The error also matches
 // killtree.ErrClosed, which it was before ErrClosed existed.
 var ErrClosed = errors.New("supervisor: closed")

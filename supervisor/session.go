@@ -354,8 +354,9 @@ func (sess *session) info() SessionInfo {
 		Running: sess.running, CreatedAt: sess.created, LastUsedAt: sess.used}
 }
 
-// Sessions lists the sessions that carry state, most recently used first.
-func (s *Supervisor) Sessions() []SessionInfo {
+// List lists the sessions that carry state, most recently used first.
+func (h *Sessions) List() []SessionInfo {
+	s := h.s
 	t := &s.sessions
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -367,9 +368,10 @@ func (s *Supervisor) Sessions() []SessionInfo {
 	return out
 }
 
-// Session describes one session; ok is false when the Supervisor keeps no
+// Get describes one session; ok is false when the Supervisor keeps no
 // state for it.
-func (s *Supervisor) Session(id string) (SessionInfo, bool) {
+func (h *Sessions) Get(id string) (SessionInfo, bool) {
+	s := h.s
 	t := &s.sessions
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -380,9 +382,10 @@ func (s *Supervisor) Session(id string) (SessionInfo, bool) {
 	return sess.info(), true
 }
 
-// ForgetSession drops a session's state; its running commands go on, and
+// Forget drops a session's state; its running commands go on, and
 // what they report is not saved. It reports whether there was state.
-func (s *Supervisor) ForgetSession(id string) bool {
+func (h *Sessions) Forget(id string) bool {
+	s := h.s
 	t := &s.sessions
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -82,7 +82,7 @@ func TestSessionCarriesCwdAndExports(t *testing.T) {
 	if res := run(t, s, Request{Command: "cd /; export Z=1"}); res.Cwd != "" {
 		t.Errorf("a stateless command reports cwd %q", res.Cwd)
 	}
-	if _, ok := s.Session(StatelessSession); ok {
+	if _, ok := s.Sessions().Get(StatelessSession); ok {
 		t.Error("the default session keeps state")
 	}
 }
