@@ -13,7 +13,7 @@ import (
 // stream ends when the client goes or the server shuts down. A subscriber
 // that falls 256 events behind loses the oldest (docs/mcp.md).
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
-	sub := s.sup.SubscribeJobs(s.httpOwner(r), s.sharedJobs)
+	sub := s.sup.Jobs().Subscribe(s.httpOwner(r), s.sharedJobs)
 	defer sub.Close()
 	rc := http.NewResponseController(w)
 	w.Header().Set("Content-Type", NDJSONType)

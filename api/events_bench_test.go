@@ -36,7 +36,7 @@ func BenchmarkEventLatency(b *testing.B) {
 	sc := bufio.NewScanner(resp.Body)
 	ds := make([]time.Duration, 0, b.N)
 	for b.Loop() {
-		if _, err := sup.StartJob(supervisor.JobRequest{Request: supervisor.Request{Command: "true", Owner: "http"}}); err != nil {
+		if _, err := sup.Jobs().Start(supervisor.JobRequest{Request: supervisor.Request{Command: "true", Owner: "http"}}); err != nil {
 			b.Fatal(err)
 		}
 		for sc.Scan() {

@@ -228,7 +228,7 @@ func (s *Server) bashTool(ctx context.Context, req *mcp.CallToolRequest, in Bash
 	}
 	e := in.exec()
 	e.Session = cmp.Or(in.Session, s.mcpSession(req))
-	r, err := e.request(s.sup.MaxTimeout())
+	r, err := e.request(s.sup.Bounds().MaxTimeout)
 	if err != nil {
 		s.metrics.outcome(OutcomeInvalid)
 		return nil, nil, toolError(err)

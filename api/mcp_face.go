@@ -43,7 +43,7 @@ func bashOutputSchema() *jsonschema.Schema {
 // printed so far (the job's first cursorless reads), so job_input can
 // answer it.
 func (s *Server) bashInteractive(ctx context.Context, req *mcp.CallToolRequest, in BashInput, owner string) (*mcp.CallToolResult, any, error) {
-	yield, err := seconds(*in.Yield, "yield", 0, s.sup.MaxTimeout())
+	yield, err := seconds(*in.Yield, "yield", 0, s.sup.Bounds().MaxTimeout)
 	if err != nil || yield == 0 {
 		return nil, nil, toolError(cmp.Or(err, errorf(ErrInvalidArgument, "interactive without background needs a yield above 0 seconds")))
 	}
@@ -51,7 +51,7 @@ func (s *Server) bashInteractive(ctx context.Context, req *mcp.CallToolRequest, 
 		return nil, nil, toolError(errorf(ErrInvalidArgument, "an interactive command takes its stdin through job_input, not stdin"))
 	}
 	in.Yield = nil
-	jr, err := JobRequest{ExecRequest: in.exec(), Interactive: true}.request(s.sup.MaxTimeout())
+	jr, err := JobRequest{ExecRequest: in.exec(), Interactive: true}.request(s.sup.Bounds().MaxTimeout)
 	if err != nil {
 		return nil, nil, toolError(err)
 	}
@@ -60,7 +60,7 @@ func (s *Server) bashInteractive(ctx context.Context, req *mcp.CallToolRequest, 
 	if err != nil {
 		return nil, nil, toolError(err)
 	}
-	res, err := s.sup.WaitJob(ctx, st.ID, yield)
+	res, err := s.sup.Jobs().Wait(ctx, st.ID, yield)
 	switch {
 	case err == nil:
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: res.Text()}}}, res, nil
@@ -69,7 +69,7 @@ func (s *Server) bashInteractive(ctx context.Context, req *mcp.CallToolRequest, 
 	}
 	res = supervisor.Result{Running: true, JobID: st.ID, DurationMs: yield.Milliseconds()}
 	for _, stream := range []string{supervisor.Stdout, supervisor.Stderr} {
-		out, err := s.sup.JobOutput(ctx, st.ID, stream, supervisor.CursorNext, 0)
+		out, err := s.sup.Jobs().Output(ctx, st.ID, stream, supervisor.CursorNext, 0)
 		if err != nil {
 			return nil, nil, toolError(err)
 		}

@@ -123,7 +123,7 @@ func (s *Server) bashBackground(in BashInput, owner string) (*mcp.CallToolResult
 	}
 	e := in.exec()
 	e.Yield = nil // a background job returns at once
-	req, err := JobRequest{ExecRequest: e, Lifetime: in.Lifetime, Interactive: in.Interactive}.request(s.sup.MaxTimeout())
+	req, err := JobRequest{ExecRequest: e, Lifetime: in.Lifetime, Interactive: in.Interactive}.request(s.sup.Bounds().MaxTimeout)
 	if err != nil {
 		return nil, nil, toolError(err)
 	}
@@ -172,7 +172,7 @@ func (s *Server) jobOutputTool(ctx context.Context, req *mcp.CallToolRequest, in
 	var res JobOutputResult
 	var text strings.Builder
 	for i, stream := range streams {
-		out, err := s.sup.JobOutput(ctx, in.ID, stream, after, wait)
+		out, err := s.sup.Jobs().Output(ctx, in.ID, stream, after, wait)
 		if err != nil {
 			return nil, JobOutputResult{}, toolError(err)
 		}
@@ -233,14 +233,14 @@ func (s *Server) jobWaitTool(ctx context.Context, req *mcp.CallToolRequest, in J
 	timeout := DefaultWaitTimeout
 	if in.Timeout != 0 {
 		var err error
-		if timeout, err = seconds(in.Timeout, "timeout", 0, s.sup.MaxTimeout()); err != nil {
+		if timeout, err = seconds(in.Timeout, "timeout", 0, s.sup.Bounds().MaxTimeout); err != nil {
 			return nil, supervisor.Result{}, toolError(err)
 		}
 	}
 	if err := s.ownJob(s.mcpOwner(req), in.ID); err != nil {
 		return nil, supervisor.Result{}, toolError(err)
 	}
-	res, err := s.sup.WaitJob(ctx, in.ID, timeout)
+	res, err := s.sup.Jobs().Wait(ctx, in.ID, timeout)
 	if errors.Is(err, supervisor.ErrStillRunning) {
 		res = supervisor.Result{Running: true, JobID: in.ID, DurationMs: timeout.Milliseconds()}
 		text := fmt.Sprintf("[job %s still running after waiting %s: wait again with job_wait, read what it printed with job_output, or stop it with job_kill]",
@@ -290,14 +290,14 @@ func (s *Server) jobInputTool(ctx context.Context, req *mcp.CallToolRequest, in 
 		if err != nil {
 			return nil, JobInputResult{}, toolError(err)
 		}
-		out, err := s.sup.JobExchange(ctx, in.ID, supervisor.Stdout, []byte(in.Data), in.Close, yield)
+		out, err := s.sup.Jobs().Exchange(ctx, in.ID, supervisor.Stdout, []byte(in.Data), in.Close, yield)
 		if err != nil {
 			return nil, JobInputResult{}, toolError(err)
 		}
 		res.Output = &out
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: outputText(out, true)}}}, res, nil
 	}
-	if err := s.sup.JobInput(in.ID, []byte(in.Data), in.Close); err != nil {
+	if err := s.sup.Jobs().Input(in.ID, []byte(in.Data), in.Close); err != nil {
 		return nil, JobInputResult{}, toolError(err)
 	}
 	text := fmt.Sprintf("wrote %d bytes to the stdin of job %s", res.Written, in.ID)
@@ -311,7 +311,7 @@ func (s *Server) jobKillTool(ctx context.Context, req *mcp.CallToolRequest, in J
 	if err := s.ownJob(s.mcpOwner(req), in.ID); err != nil {
 		return nil, supervisor.Result{}, toolError(err)
 	}
-	res, err := s.sup.KillJob(in.ID)
+	res, err := s.sup.Jobs().Kill(in.ID)
 	if err != nil {
 		return nil, supervisor.Result{}, toolError(err)
 	}

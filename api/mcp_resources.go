@@ -48,7 +48,7 @@ func (s *Server) readJobResource(ctx context.Context, req *mcp.ReadResourceReque
 	if err := s.ownJob(s.sessionOwner(req.Session, req.Extra), id); err != nil {
 		return nil, mcp.ResourceNotFoundError(req.Params.URI)
 	}
-	info, err := s.sup.Job(id)
+	info, err := s.sup.Jobs().Get(id)
 	if err != nil {
 		return nil, mcp.ResourceNotFoundError(req.Params.URI)
 	}
@@ -63,7 +63,7 @@ func (s *Server) sessionOwner(ss *mcp.ServerSession, extra *mcp.RequestExtra) st
 
 // startNotifier forwards job events to the MCP servers until Shutdown.
 func (s *Server) startNotifier() {
-	sub := s.sup.SubscribeJobs("", true)
+	sub := s.sup.Jobs().Subscribe("", true)
 	s.notifier.Add(1)
 	go func() {
 		defer s.notifier.Done()

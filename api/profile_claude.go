@@ -135,15 +135,15 @@ func (s *Server) claudeBash(ctx context.Context, req *mcp.CallToolRequest, in Cl
 	if !(ms > 0) || ms > claudeMaxTimeoutMs {
 		return nil, nil, toolError(errorf(ErrInvalidArgument, "timeout is in milliseconds, from 1 to %d; got %v", claudeMaxTimeoutMs, ms))
 	}
-	sec := math.Min(ms/1000, s.sup.MaxTimeout().Seconds())
-	if in.Timeout != nil && ms/1000 > s.sup.MaxTimeout().Seconds() {
-		return nil, nil, toolError(errorf(ErrInvalidArgument, "timeout %v ms is over this server's maximum of %g ms", ms, s.sup.MaxTimeout().Seconds()*1000))
+	sec := math.Min(ms/1000, s.sup.Bounds().MaxTimeout.Seconds())
+	if in.Timeout != nil && ms/1000 > s.sup.Bounds().MaxTimeout.Seconds() {
+		return nil, nil, toolError(errorf(ErrInvalidArgument, "timeout %v ms is over this server's maximum of %g ms", ms, s.sup.Bounds().MaxTimeout.Seconds()*1000))
 	}
 	sec = math.Max(sec, supervisor.MinTimeout.Seconds())
 	owner := s.mcpOwner(req)
 	if in.RunInBackground {
 		e := ExecRequest{Command: in.Command}
-		jr, err := JobRequest{ExecRequest: e, Lifetime: nil}.request(s.sup.MaxTimeout())
+		jr, err := JobRequest{ExecRequest: e, Lifetime: nil}.request(s.sup.Bounds().MaxTimeout)
 		if err != nil {
 			return nil, nil, toolError(err)
 		}
@@ -154,7 +154,7 @@ func (s *Server) claudeBash(ctx context.Context, req *mcp.CallToolRequest, in Cl
 		}
 		return textResult("Command running in background with ID: " + st.ID), nil, nil
 	}
-	r, err := ExecRequest{Command: in.Command, Timeout: &sec, Session: s.mcpSession(req)}.request(s.sup.MaxTimeout())
+	r, err := ExecRequest{Command: in.Command, Timeout: &sec, Session: s.mcpSession(req)}.request(s.sup.Bounds().MaxTimeout)
 	if err != nil {
 		s.metrics.outcome(OutcomeInvalid)
 		return nil, nil, toolError(err)
@@ -198,7 +198,7 @@ func (s *Server) claudeBashOutput(ctx context.Context, req *mcp.CallToolRequest,
 	var data [2]string
 	var last supervisor.JobOutput
 	for i, stream := range []string{supervisor.Stdout, supervisor.Stderr} {
-		out, err := s.sup.JobOutput(ctx, in.BashID, stream, supervisor.CursorNext, 0)
+		out, err := s.sup.Jobs().Output(ctx, in.BashID, stream, supervisor.CursorNext, 0)
 		if err != nil {
 			return nil, nil, toolError(claudeNoShell(err, in.BashID))
 		}
@@ -243,16 +243,16 @@ func (s *Server) claudeKillShell(ctx context.Context, req *mcp.CallToolRequest, 
 	if err := s.ownJob(s.mcpOwner(req), in.ShellID); err != nil {
 		return nil, nil, toolError(claudeNoShell(err, in.ShellID))
 	}
-	info, err := s.sup.Job(in.ShellID)
+	info, err := s.sup.Jobs().Get(in.ShellID)
 	if err != nil {
 		return nil, nil, toolError(claudeNoShell(err, in.ShellID))
 	}
 	if info.State != supervisor.JobRunning {
-		res, _ := s.sup.WaitJob(ctx, in.ShellID, time.Second)
+		res, _ := s.sup.Jobs().Wait(ctx, in.ShellID, time.Second)
 		status, _ := claudeStatus(supervisor.JobOutput{State: info.State, Result: &res})
 		return nil, nil, toolError(errorf(ErrInvalidArgument, "Shell %s is not running, so cannot be killed (status: %s)", in.ShellID, status))
 	}
-	if _, err := s.sup.KillJob(in.ShellID); err != nil {
+	if _, err := s.sup.Jobs().Kill(in.ShellID); err != nil {
 		return nil, nil, toolError(claudeNoShell(err, in.ShellID))
 	}
 	// As JSON.stringify writes it: no HTML escaping.

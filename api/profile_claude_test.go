@@ -78,7 +78,7 @@ func TestProfileClaudeCalls(t *testing.T) {
 	// Wait until the lines are written: a read at offset 0 leaves the
 	// cursor BashOutput reads from where it is.
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
-		if out, err := e.sup.JobOutput(context.Background(), id, supervisor.Stderr, 0, time.Second); err == nil && out.Data != "" {
+		if out, err := e.sup.Jobs().Output(context.Background(), id, supervisor.Stderr, 0, time.Second); err == nil && out.Data != "" {
 			break
 		}
 	}

@@ -73,7 +73,7 @@ func (s *Server) mcpOwner(req *mcp.CallToolRequest) string {
 // ownJob returns nil when owner may use job id, else the error an unknown
 // job gets (ErrNotFound); an unknown or forgotten job gets its own error.
 func (s *Server) ownJob(owner, id string) error {
-	o, err := s.sup.JobOwner(id)
+	o, err := s.sup.Jobs().Owner(id)
 	if err != nil {
 		return err
 	}
@@ -92,7 +92,7 @@ func notYours(id string) error {
 // ownedJobs lists the jobs owner may see.
 func (s *Server) ownedJobs(owner string) []supervisor.JobInfo {
 	if s.sharedJobs {
-		return s.sup.Jobs()
+		return s.sup.Jobs().List()
 	}
-	return s.sup.OwnedJobs(owner)
+	return s.sup.Jobs().Owned(owner)
 }

@@ -48,10 +48,11 @@ type JobEvents struct {
 	dropped int // guarded by mu
 }
 
-// SubscribeJobs subscribes to the events of the jobs whose Owner is owner,
+// Subscribe subscribes to the events of the jobs whose Owner is owner,
 // or of every job when all is set. Events that happen before it returns are
 // not delivered. Close the subscription when done.
-func (s *Supervisor) SubscribeJobs(owner string, all bool) *JobEvents {
+func (h *Jobs) Subscribe(owner string, all bool) *JobEvents {
+	s := h.s
 	c := make(chan JobEvent, jobEventBuffer)
 	e := &JobEvents{C: c, c: c, owner: owner, all: all, feed: &s.jobs.feed}
 	s.jobs.feed.mu.Lock()
@@ -77,9 +78,9 @@ func (e *JobEvents) Dropped() int {
 	return e.dropped
 }
 
-// PublishJobEvent hands ev to the subscribers of its job's owner. It never
+// Publish hands ev to the subscribers of its job's owner. It never
 // blocks. The terminals work publishes JobEventWaiting through it.
-func (s *Supervisor) PublishJobEvent(ev JobEvent) { s.jobs.feed.publish(ev) }
+func (h *Jobs) Publish(ev JobEvent) { h.s.jobs.feed.publish(ev) }
 
 func (f *jobFeed) publish(ev JobEvent) {
 	f.mu.Lock()

@@ -10,17 +10,17 @@ import (
 func TestJobEventsOwner(t *testing.T) {
 	t.Parallel()
 	s := newSup(t, Config{})
-	mine, all := s.SubscribeJobs("a", false), s.SubscribeJobs("", true)
+	mine, all := s.Jobs().Subscribe("a", false), s.Jobs().Subscribe("", true)
 	defer mine.Close()
 	defer all.Close()
-	other, err := s.StartJob(JobRequest{Request: Request{Command: "exit 1", Owner: "b"}})
+	other, err := s.Jobs().Start(JobRequest{Request: Request{Command: "exit 1", Owner: "b"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.WaitJob(t.Context(), other.ID, 0); err != nil {
+	if _, err := s.Jobs().Wait(t.Context(), other.ID, 0); err != nil {
 		t.Fatal(err)
 	}
-	own, err := s.StartJob(JobRequest{Request: Request{Command: "exit 2", Owner: "a"}})
+	own, err := s.Jobs().Start(JobRequest{Request: Request{Command: "exit 2", Owner: "a"}})
 	if err != nil {
 		t.Fatal(err)
 	}

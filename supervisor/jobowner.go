@@ -2,19 +2,20 @@ package supervisor
 
 import "sort"
 
-// JobOwner returns the Owner of the request that started job id. The error
-// is Job's: ErrNotFound, with ErrJobExpired for a forgotten job.
-func (s *Supervisor) JobOwner(id string) (string, error) {
-	j, err := s.jobs.get(id)
+// Owner returns the Owner of the request that started job id. The error
+// is Get's: ErrNotFound, with ErrJobExpired for a forgotten job.
+func (h *Jobs) Owner(id string) (string, error) {
+	j, err := h.s.jobs.get(id)
 	if err != nil {
 		return "", err
 	}
 	return j.owner, nil
 }
 
-// OwnedJobs lists the jobs whose Owner is owner, running or retained,
-// oldest first.
-func (s *Supervisor) OwnedJobs(owner string) []JobInfo {
+// Owned lists the jobs whose Owner is owner, running or retained, oldest
+// first.
+func (h *Jobs) Owned(owner string) []JobInfo {
+	s := h.s
 	s.jobs.mu.Lock()
 	var jobs []*job
 	for _, j := range s.jobs.jobs {

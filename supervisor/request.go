@@ -98,7 +98,7 @@ type Request struct {
 	ResetSession bool
 	// Owner names the client a job belongs to (a StartJob job, or the job
 	// a yielding command becomes); "" is nobody in particular. The
-	// supervisor only records it (JobOwner, OwnedJobs): a front end that
+	// supervisor only records it (Jobs.Owner, Jobs.Owned): a front end that
 	// serves several clients uses it to keep one client's jobs from
 	// another.
 	Owner string
@@ -171,7 +171,7 @@ type validated struct {
 
 	// Set for background jobs only.
 	job         bool
-	interactive bool   // stdin stays an open pipe for JobInput
+	interactive bool   // stdin stays an open pipe for Jobs.Input
 	notify      func() // called after every chunk drained, from the drain goroutines
 }
 
