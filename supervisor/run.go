@@ -262,7 +262,9 @@ func (p *proc) shape(r *retained, name string) (string, budget.Info) {
 		p.log.Warn().Err(err).Str("stream", name).Msg("spill")
 		return view, info
 	}
+	ext := p.s.spills.Extent(stream)
 	opts.SpillPath = path
+	opts.SpillKept = budget.SpillKept{HeadBytes: ext.HeadBytes, TailBytes: ext.TailBytes, StreamBytes: ext.StreamBytes}
 	return budget.Shape(data, counts, opts)
 }
 
