@@ -32,10 +32,14 @@ var layers = map[string][]string{
 	// signals SendSignal names.
 	"api/envd/...": {"supervisor", "spill", "budget", "journal", "killtree", "api/envd/...", "internal/loopback",
 		"connectrpc.com/connect", "google.golang.org/protobuf"},
+	// agent-sandbox's sandboxd process service (gRPC) and files API, and
+	// its generated code.
+	"api/sandboxd/...": {"supervisor", "api/sandboxd/...", "internal/loopback",
+		"google.golang.org/grpc", "google.golang.org/protobuf"},
 	// budget and killtree: the types of supervisor's public API (Policy,
 	// Info, killtree.Config and Tier) and killtree.Doctor.
 	"cmd/corral": {"api", "api/...", "supervisor", "budget", "killtree", "journal", "spill",
-		"github.com/rs/zerolog", "golang.org/x/sys"},
+		"github.com/rs/zerolog", "golang.org/x/sys", "google.golang.org/grpc"},
 	"internal/proctest": {"golang.org/x/sys"},
 	"integration/...":   {"*"}, // end-to-end tests and their kit use everything
 }

@@ -3,6 +3,7 @@ package killtree
 import (
 	"context"
 	"fmt"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/windows"
@@ -63,7 +64,7 @@ func (t *Tree) members(ctx context.Context) ([]int, error) {
 
 // terminate does nothing: there is no SIGTERM, and CTRL_BREAK needs a shared
 // console. The grace period then simply passes before Kill.
-func (t *Tree) terminate() (int, error) { return 0, nil }
+func (t *Tree) signal(syscall.Signal) (int, error) { return 0, nil }
 
 func (t *Tree) kill(deadline time.Time) (Report, error) {
 	pids, err := t.c.kill(deadline)

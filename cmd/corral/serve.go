@@ -79,6 +79,9 @@ const (
 type serverFlags struct {
 	listen         string
 	envd           string
+	sandboxd       string
+	sandboxdREST   string
+	rootDir        string
 	token          string
 	tokenFile      string
 	insecureNoAuth bool
@@ -112,6 +115,12 @@ func (m *Main) serverFlagSet(name, usageText string, f *serverFlags, network boo
 		if name == "corral serve" {
 			fs.StringVar(&f.envd, "envd", "", "also serve the E2B envd process API (Connect) and GET /health on `address` (envd's port is 49983); "+
 				"it checks X-Access-Token only with a token given by --token, --token-file or $CORRAL_TOKEN, else it must be loopback")
+		}
+		if name == "corral serve" {
+			fs.StringVar(&f.sandboxd, "sandboxd", "", "also serve Kubernetes agent-sandbox's sandboxd process API (gRPC process.v1.ProcessService) on `address` "+
+				"(sandboxd's is :9090; needs --root-dir); it checks \"authorization: Bearer\" only with a token given by --token, --token-file or $CORRAL_TOKEN, else it must be loopback")
+			fs.StringVar(&f.sandboxdREST, "sandboxd-rest", "", "also serve sandboxd's REST API (/v1/files, /v1/health, /v1/metadata) on `address` (sandboxd's is :8080; needs --root-dir)")
+			fs.StringVar(&f.rootDir, "root-dir", "", "the sandbox root of --sandboxd and --sandboxd-rest: the files API is confined beneath this `directory`, and processes start in it")
 		}
 		fs.StringVar(&f.tokenFile, "token-file", "", "read the bearer token from `file` (a regular file of this user's, mode 0600 or stricter)")
 		fs.StringVar(&f.token, "token", "", "bearer `token` (visible to every local process: prefer --token-file or $CORRAL_TOKEN)")
@@ -295,7 +304,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	// event streams and long polls. Bodies have the handler's own deadline.
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: api.HeaderTimeout, IdleTimeout: seconds(f.idleTimeout)}
 	ln = api.LimitListener(ln, f.maxConnections)
-	served := make(chan error, 2)
+	served := make(chan error, 4) // the API, envd, sandboxd gRPC and REST
 	go func() { served <- hs.Serve(ln) }()
 	ev := log.Info().Str("listen", listenAddr(ln)).Str("tier", string(sup.Tier())).Bool("auth", tok.value != "").
 		Str("tokenSource", tok.source).Str("version", Version)
@@ -306,14 +315,27 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		ev = ev.Str("runAs", user).Str("cwd", dir)
 	}
 	ev.Msg("serving")
-	var envdServer *http.Server
+	var faces []face
 	if f.envd != "" {
-		envdServer, err = m.serveEnvd(f, sup, tok, log, served)
+		envdServer, err := m.serveEnvd(f, sup, tok, log, served)
 		if err != nil {
 			hs.Close()
 			<-served
 			return err
 		}
+		faces = append(faces, face{shutdown: envdServer.Shutdown, close: func() { envdServer.Close() }})
+	}
+	more, err := m.serveSandboxd(f, sup, tok, log, served)
+	faces = append(faces, more...)
+	if err != nil {
+		hs.Close()
+		for _, fc := range faces {
+			fc.close()
+		}
+		for range 1 + len(faces) {
+			<-served
+		}
+		return err
 	}
 
 	select {
@@ -326,24 +348,21 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	log.Info().Msg("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), grace+2*time.Second)
 	defer cancel()
-	stopped := make(chan error, 2)
+	servers := 1 + len(faces)
+	stopped := make(chan error, servers)
 	go func() { stopped <- hs.Shutdown(sctx) }()
-	if envdServer != nil {
-		go func() { stopped <- envdServer.Shutdown(sctx) }()
+	for _, fc := range faces {
+		go func() { stopped <- fc.shutdown(sctx) }()
 	}
 	if err := srv.Shutdown(sctx); err != nil {
 		log.Warn().Err(err).Msg("commands still running at the deadline")
-	}
-	servers := 1
-	if envdServer != nil {
-		servers = 2
 	}
 	for range servers {
 		if err := <-stopped; err != nil {
 			log.Warn().Err(err).Msg("connections still open at the deadline")
 			hs.Close()
-			if envdServer != nil {
-				envdServer.Close()
+			for _, fc := range faces {
+				fc.close()
 			}
 		}
 	}
