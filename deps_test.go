@@ -17,6 +17,7 @@ var layers = map[string][]string{
 	"internal/utf8cut":  nil,
 	"internal/loopback": nil,
 	"internal/heapsize": nil,
+	"internal/confine":  nil,
 	"capture":           {"internal/lines"},
 	"ringtail":          {"internal/lines", "internal/heapsize", "github.com/smallnest/ringbuffer"},
 	"budget":            {"internal/lines", "internal/utf8cut"},
@@ -30,11 +31,11 @@ var layers = map[string][]string{
 		"github.com/prometheus/client_golang"},
 	// The envd Connect service and its generated code; killtree for the
 	// signals SendSignal names.
-	"api/envd/...": {"supervisor", "spill", "budget", "journal", "killtree", "api/envd/...", "internal/loopback",
+	"api/envd/...": {"supervisor", "spill", "budget", "journal", "killtree", "api/envd/...", "internal/loopback", "internal/confine",
 		"connectrpc.com/connect", "google.golang.org/protobuf"},
 	// agent-sandbox's sandboxd process service (gRPC) and files API, and
 	// its generated code.
-	"api/sandboxd/...": {"supervisor", "api/sandboxd/...", "internal/loopback",
+	"api/sandboxd/...": {"supervisor", "api/sandboxd/...", "internal/loopback", "internal/confine",
 		"google.golang.org/grpc", "google.golang.org/protobuf"},
 	// budget and killtree: the types of supervisor's public API (Policy,
 	// Info, killtree.Config and Tier) and killtree.Doctor.

@@ -1,8 +1,6 @@
 package sandboxd
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -10,7 +8,6 @@ import (
 	"mime"
 	"net/http"
 	"os"
-	"path"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -22,58 +19,17 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// local turns a path of the API into a path relative to the root: a
-// leading "/" or the root's own absolute path is dropped, as sandboxd's
-// SanitizePath does, and "." is the root itself. ok is false for a path
-// that climbs out ("..") or holds a NUL.
-func (s *Service) local(p string) (string, bool) {
-	p = filepath.ToSlash(p)
-	if strings.ContainsRune(p, 0) {
-		return "", false
-	}
-	rootSlash := filepath.ToSlash(s.rootDir)
-	if p == rootSlash {
-		p = ""
-	} else if rest, ok := strings.CutPrefix(p, strings.TrimSuffix(rootSlash, "/")+"/"); ok {
-		p = rest
-	}
-	p = strings.TrimLeft(p, "/")
-	if p == "" {
-		return ".", true
-	}
-	if !filepath.IsLocal(filepath.FromSlash(p)) {
-		return "", false
-	}
-	return filepath.Clean(filepath.FromSlash(p)), true
-}
-
-// escapes reports whether err is os.Root's refusal of a path or a symlink
-// that leads out of the root. os.Root does not export the error, so it is
-// learnt once from a refusal ("..").
-func (s *Service) escapes(err error) bool {
-	return s.escapeErr != nil && errors.Is(err, s.escapeErr)
-}
-
-// learnEscape records the error os.Root gives a path out of the root.
-func (s *Service) learnEscape() {
-	_, err := s.root.Lstat("..")
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		s.escapeErr = pe.Err
-	}
-}
-
 // workDir resolves a process's cwd beneath the root: "" is the root; an
 // absolute cwd must lie beneath it; the directory must exist there,
 // symlinks followed only as far as they stay inside.
 func (s *Service) workDir(cwd string) (string, error) {
-	rel, ok := s.local(cwd)
+	rel, ok := s.root.Local(cwd)
 	if !ok {
 		return "", status.Errorf(codes.PermissionDenied, "cwd %q: a path outside the sandbox root %s is forbidden", cwd, s.rootDir)
 	}
 	fi, err := s.root.Stat(rel)
 	switch {
-	case s.escapes(err):
+	case s.root.Escapes(err):
 		return "", status.Errorf(codes.PermissionDenied, "cwd %q: it leads outside the sandbox root %s (a symlink)", cwd, s.rootDir)
 	case errors.Is(err, fs.ErrNotExist):
 		return "", status.Errorf(codes.NotFound, "cwd %q does not exist beneath the sandbox root %s", cwd, s.rootDir)
@@ -88,7 +44,7 @@ func (s *Service) workDir(cwd string) (string, error) {
 // target resolves the {path...} of a files request, answering 403 for one
 // that climbs out of the root.
 func (s *Service) target(w http.ResponseWriter, r *http.Request) (string, bool) {
-	rel, ok := s.local(r.PathValue("path"))
+	rel, ok := s.root.Local(r.PathValue("path"))
 	if !ok {
 		writeError(w, http.StatusForbidden, "PERMISSION_DENIED", "path traversal outside sandbox root is forbidden")
 	}
@@ -99,7 +55,7 @@ func (s *Service) target(w http.ResponseWriter, r *http.Request) (string, bool) 
 // or a permission, 404 for a missing path, 500 else.
 func (s *Service) fileError(w http.ResponseWriter, err error) {
 	switch {
-	case s.escapes(err):
+	case s.root.Escapes(err):
 		writeError(w, http.StatusForbidden, "PERMISSION_DENIED", "the path leads outside the sandbox root (a symlink); it is forbidden")
 	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
 		writeError(w, http.StatusNotFound, "NOT_FOUND", "path does not exist within the sandbox")
@@ -205,7 +161,7 @@ func (s *Service) putFile(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "INVALID_ARGUMENT", err.Error())
 		return
 	}
-	if err := s.writeFile(rel, body, mode); err != nil {
+	if _, err := s.root.WriteAtomic(rel, body, mode); err != nil {
 		s.fileError(w, err)
 		return
 	}
@@ -238,69 +194,6 @@ func fileBody(r *http.Request) (io.Reader, error) {
 	}
 }
 
-// writeFile writes src to rel atomically: a temporary file beside it, synced,
-// then renamed over it, so a reader sees the old file or the new one whole.
-// Missing parents are made (0755). Files and directories made here belong
-// to the user commands run as (see owner).
-func (s *Service) writeFile(rel string, src io.Reader, mode fs.FileMode) (retErr error) {
-	dir := filepath.Dir(rel)
-	if err := s.mkdirAll(dir); err != nil {
-		return err
-	}
-	var rnd [8]byte
-	_, _ = rand.Read(rnd[:]) // crypto/rand.Read never fails (Go 1.24)
-	tmp := filepath.Join(dir, ".corral-tmp-"+hex.EncodeToString(rnd[:]))
-	f, err := s.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if retErr != nil {
-			f.Close()
-			s.root.Remove(tmp)
-		}
-	}()
-	if _, err := io.Copy(f, src); err != nil {
-		return fmt.Errorf("writing the file: %w", err)
-	}
-	if err := s.own(f); err != nil {
-		return err
-	}
-	if err := f.Chmod(mode); err != nil { // exact bits, whatever the umask
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return s.root.Rename(tmp, rel)
-}
-
-// mkdirAll makes dir and its missing parents beneath the root, each owned
-// by the user commands run as.
-func (s *Service) mkdirAll(dir string) error {
-	if dir == "." {
-		return nil
-	}
-	cur := ""
-	for _, part := range strings.Split(filepath.ToSlash(dir), "/") {
-		cur = path.Join(cur, part)
-		err := s.root.Mkdir(filepath.FromSlash(cur), 0o755)
-		if errors.Is(err, fs.ErrExist) {
-			continue // a directory, or a link to one inside the root; else the next step says so
-		}
-		if err != nil {
-			return err
-		}
-		if err := s.ownPath(filepath.FromSlash(cur)); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 func (s *Service) deleteFile(w http.ResponseWriter, r *http.Request) {
 	rel, ok := s.target(w, r)
 	if !ok {
@@ -324,7 +217,7 @@ func (s *Service) deleteFile(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusConflict, "CONFLICT", "cannot delete the sandbox root; pass recursive=true to clear its contents")
 			return
 		}
-		if err := s.clearRoot(); err != nil {
+		if err := s.root.Clear(); err != nil {
 			s.fileError(w, err)
 			return
 		}
@@ -345,24 +238,4 @@ func (s *Service) deleteFile(w http.ResponseWriter, r *http.Request) {
 	default:
 		w.WriteHeader(http.StatusNoContent)
 	}
-}
-
-// clearRoot removes what the root holds, keeping the root (a volume's
-// mount point).
-func (s *Service) clearRoot() error {
-	d, err := s.root.Open(".")
-	if err != nil {
-		return err
-	}
-	names, err := d.Readdirnames(-1)
-	d.Close()
-	if err != nil {
-		return err
-	}
-	for _, n := range names {
-		if err := s.root.RemoveAll(n); err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/user"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -19,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/corral-sh/corral/api/sandboxd/processpb"
+	"github.com/corral-sh/corral/internal/confine"
 	"github.com/corral-sh/corral/supervisor"
 )
 
@@ -58,17 +57,12 @@ type Config struct {
 type Service struct {
 	sup     *supervisor.Supervisor
 	rootDir string
-	root    *os.Root
+	root    *confine.Root
 	tokens  [][sha256.Size]byte
 	procs   table
 	started time.Time
 	ready   atomic.Bool
 	meta    map[string]string
-	// escapeErr is os.Root's error for a path out of the root (learnEscape).
-	escapeErr error
-	// uid and gid own what the files API makes: the user commands run as,
-	// -1 when that is this process's user.
-	uid, gid int
 }
 
 // New returns a Service over cfg.Supervisor. Close releases the root
@@ -80,11 +74,12 @@ func New(cfg Config) (*Service, error) {
 	if cfg.RootDir == "" {
 		return nil, errors.New("sandboxd: no root directory")
 	}
-	root, err := os.OpenRoot(cfg.RootDir)
+	owner, _ := cfg.Supervisor.User()
+	root, err := confine.Open(cfg.RootDir, owner)
 	if err != nil {
 		return nil, fmt.Errorf("sandboxd: root directory: %w", err)
 	}
-	s := &Service{sup: cfg.Supervisor, rootDir: root.Name(), root: root, started: time.Now()}
+	s := &Service{sup: cfg.Supervisor, rootDir: root.Dir(), root: root, started: time.Now()}
 	for _, t := range cfg.Tokens {
 		if t == "" {
 			root.Close()
@@ -101,11 +96,6 @@ func New(cfg Config) (*Service, error) {
 		environ = os.Environ
 	}
 	s.meta = metadataEnv(environ(), prefix)
-	if err := s.lookupOwner(); err != nil {
-		root.Close()
-		return nil, err
-	}
-	s.learnEscape()
 	s.procs.init()
 	s.ready.Store(true)
 	return s, nil
@@ -233,44 +223,4 @@ func toStatus(err error) error {
 		code = codes.DeadlineExceeded
 	}
 	return status.Error(code, msg)
-}
-
-// lookupOwner sets uid and gid to the user commands run as, when the
-// supervisor runs them as another user than this process's.
-func (s *Service) lookupOwner() error {
-	s.uid, s.gid = -1, -1
-	name, _ := s.sup.User()
-	if name == "" {
-		return nil
-	}
-	u, err := user.Lookup(name)
-	if err != nil {
-		if u, err = user.LookupId(name); err != nil {
-			return fmt.Errorf("sandboxd: the user commands run as: %w", err)
-		}
-	}
-	uid, err1 := strconv.Atoi(u.Uid)
-	gid, err2 := strconv.Atoi(u.Gid)
-	if err1 != nil || err2 != nil {
-		return fmt.Errorf("sandboxd: user %s has no numeric ids (%s:%s)", name, u.Uid, u.Gid)
-	}
-	s.uid, s.gid = uid, gid
-	return nil
-}
-
-// own gives f to the user commands run as (nothing when that is this
-// process's user).
-func (s *Service) own(f *os.File) error {
-	if s.uid < 0 {
-		return nil
-	}
-	return f.Chown(s.uid, s.gid)
-}
-
-// ownPath gives rel, beneath the root, to the user commands run as.
-func (s *Service) ownPath(rel string) error {
-	if s.uid < 0 {
-		return nil
-	}
-	return s.root.Lchown(rel, s.uid, s.gid)
 }
