@@ -30,8 +30,8 @@ type face struct {
 // none, the addresses must be loopback or unix sockets.
 func (m *Main) serveSandboxd(f serverFlags, sup *supervisor.Supervisor, tok serverToken, log zerolog.Logger, served chan<- error) (faces []face, retErr error) {
 	if f.sandboxd == "" && f.sandboxdREST == "" {
-		if f.rootDir != "" {
-			return nil, errors.New("--root-dir is the root of --sandboxd and --sandboxd-rest; give one of them, or drop it")
+		if f.rootDir != "" && f.envd == "" {
+			return nil, errors.New("--root-dir is the root of --sandboxd, --sandboxd-rest and --envd; give one of them, or drop it")
 		}
 		return nil, nil
 	}

@@ -59,12 +59,19 @@ stay readable for 10 minutes, at most --max-retained-jobs of them and
 --max-retained-bytes of their memory; past a cap the oldest is forgotten
 (404 NOT_FOUND saying it expired).
 
---envd ADDR also serves the E2B envd process service (Connect, JSON and
-protobuf, at /process.Process/*) and GET /health on ADDR, so the E2B SDKs in
-debug mode drive corral; every process is a background job. It requires
+--envd ADDR also serves the E2B envd process and filesystem services
+(Connect, JSON and protobuf, at /process.Process/* and /filesystem.Filesystem/*),
+GET and POST /files, and GET /health on ADDR, so the E2B SDKs in debug mode
+drive corral; every process is a background job, and every path is confined
+beneath --root-dir (default: the home of the user commands run as). It requires
 envd's "X-Access-Token: TOKEN" when the token was given (--token,
 --token-file or $CORRAL_TOKEN); with a generated token or none, ADDR must be
 loopback or a unix socket.
+
+--sandboxd ADDR and --sandboxd-rest ADDR serve Kubernetes agent-sandbox's
+sandboxd: gRPC process.v1.ProcessService, and the REST files API with
+/v1/health and /v1/metadata, beneath --root-dir (docs/sandboxd.md). Auth as
+for --envd, with "authorization: Bearer TOKEN".
 
 Flags:
 `
@@ -120,7 +127,8 @@ func (m *Main) serverFlagSet(name, usageText string, f *serverFlags, network boo
 			fs.StringVar(&f.sandboxd, "sandboxd", "", "also serve Kubernetes agent-sandbox's sandboxd process API (gRPC process.v1.ProcessService) on `address` "+
 				"(sandboxd's is :9090; needs --root-dir); it checks \"authorization: Bearer\" only with a token given by --token, --token-file or $CORRAL_TOKEN, else it must be loopback")
 			fs.StringVar(&f.sandboxdREST, "sandboxd-rest", "", "also serve sandboxd's REST API (/v1/files, /v1/health, /v1/metadata) on `address` (sandboxd's is :8080; needs --root-dir)")
-			fs.StringVar(&f.rootDir, "root-dir", "", "the sandbox root of --sandboxd and --sandboxd-rest: the files API is confined beneath this `directory`, and processes start in it")
+			fs.StringVar(&f.rootDir, "root-dir", "", "the sandbox root of --sandboxd and --sandboxd-rest (processes start in it) and of --envd's filesystem "+
+				"(default: the home of the user commands run as): the files APIs are confined beneath this `directory`")
 		}
 		fs.StringVar(&f.tokenFile, "token-file", "", "read the bearer token from `file` (a regular file of this user's, mode 0600 or stricter)")
 		fs.StringVar(&f.token, "token", "", "bearer `token` (visible to every local process: prefer --token-file or $CORRAL_TOKEN)")
@@ -384,12 +392,13 @@ func (m *Main) serveEnvd(f serverFlags, sup *supervisor.Supervisor, tok serverTo
 	if err := checkExposure(f.envd, token); err != nil {
 		return nil, fmt.Errorf("--envd: %w", err)
 	}
-	svc, err := envd.New(envd.Config{Supervisor: sup, Token: token})
+	svc, err := envd.New(envd.Config{Supervisor: sup, Token: token, RootDir: f.rootDir})
 	if err != nil {
 		return nil, err
 	}
 	ln, err := listen(f.envd)
 	if err != nil {
+		svc.Close()
 		return nil, fmt.Errorf("--envd: %w", err)
 	}
 	// HTTP/1.1 for the SDKs, and HTTP/2 without TLS for gRPC clients.
@@ -398,6 +407,7 @@ func (m *Main) serveEnvd(f serverFlags, sup *supervisor.Supervisor, tok serverTo
 	protocols.SetUnencryptedHTTP2(true)
 	hs := &http.Server{Handler: svc.Handler(), ReadHeaderTimeout: api.HeaderTimeout,
 		IdleTimeout: seconds(f.idleTimeout), Protocols: &protocols}
+	hs.RegisterOnShutdown(func() { svc.Close() }) // the filesystem root
 	ln = api.LimitListener(ln, f.maxConnections)
 	go func() { served <- hs.Serve(ln) }()
 	log.Info().Str("envd", listenAddr(ln)).Bool("auth", token != "").Str("envdVersion", envd.Version).Msg("serving envd")
