@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/corral-sh/corral/internal/proctest"
 )
 
 // TestEnvdE2BFiles drives `corral serve --envd --root-dir` with the E2B
@@ -20,6 +22,7 @@ import (
 // watch answers that it is not served. It skips as TestEnvdE2BSDK does.
 func TestEnvdE2BFiles(t *testing.T) {
 	t.Parallel()
+	proctest.Heavy(t) // installs an npm SDK, as TestEnvdE2BSDK
 	if testing.Short() {
 		t.Skip("installs the e2b SDK with npm")
 	}
