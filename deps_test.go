@@ -22,8 +22,10 @@ var layers = map[string][]string{
 	"ringtail":          {"internal/lines", "internal/heapsize", "github.com/smallnest/ringbuffer"},
 	"budget":            {"internal/lines", "internal/utf8cut"},
 	"spill":             {"golang.org/x/sys"},
-	"killtree":          {"golang.org/x/sys"},
-	"journal":           {"spill", "go.etcd.io/bbolt"},
+	// killtree's readers of /proc and small kernel files: a leaf.
+	"killtree/internal/procfs": {"golang.org/x/sys"},
+	"killtree":                 {"killtree/internal/procfs", "golang.org/x/sys"},
+	"journal":                  {"spill", "go.etcd.io/bbolt"},
 	"supervisor": {"capture", "ringtail", "budget", "spill", "killtree", "journal", "internal/lines",
 		"internal/utf8cut", "internal/heapsize", "github.com/rs/zerolog", "golang.org/x/sys"},
 	"api": {"supervisor", "spill", "budget", "journal", "api/...", "internal/loopback", "github.com/rs/zerolog",
