@@ -329,3 +329,12 @@ func earliest(a, b time.Time) time.Time {
 	}
 	return a
 }
+
+// Pids lists the live processes Members counts (the exited leader and
+// zombies excluded), for a caller that looks at each of them: the cgroup's
+// list on the cgroup tiers, the attributed descendants on pgroup, from a scan
+// that ends with ctx. The list is a snapshot: a process may exit, and its PID
+// be reused, right after it was listed.
+func (t *Tree) Pids(ctx context.Context) ([]int, error) {
+	return t.members(ctx)
+}

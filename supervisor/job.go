@@ -110,6 +110,11 @@ type JobInfo struct {
 	StartedAt   time.Time `json:"startedAt"`
 	StdoutBytes int64     `json:"stdoutBytes"`
 	StderrBytes int64     `json:"stderrBytes"`
+	// TTY is the terminal's size for a job run on a PTY; nil for pipes.
+	TTY *TTYSize `json:"tty,omitempty"`
+	// Waiting is set while the job is blocked reading its input
+	// (docs/terminals.md); nil otherwise, and always once it exited.
+	Waiting *Waiting `json:"waiting,omitempty"`
 	// Usage is what the job's tree used so far: live from the
 	// containment's accounting while it runs (on pgroup, where there is
 	// none, the CPU time and peak of the processes the tree already
@@ -129,7 +134,9 @@ type JobOutput struct {
 	Next         int64   `json:"next"`
 	SkippedBytes int64   `json:"skippedBytes"`
 	State        string  `json:"state"`
-	Result       *Result `json:"result,omitempty"`
+	// Waiting is set while the job is blocked reading its input.
+	Waiting *Waiting `json:"waiting,omitempty"`
+	Result  *Result  `json:"result,omitempty"`
 }
 
 // job is one background job. What it keeps once it exited is its capture's
@@ -165,6 +172,11 @@ type job struct {
 	result Result         // set before done is closed
 
 	stdinMu sync.Mutex // serialises JobInput
+
+	watch   *inputWatch // finds out when the job waits for input; nil when not watched
+	waiting *Waiting    // guarded by mu; the current wait, nil when none
+	waits   uint64      // guarded by mu; counts the waits so far
+	tty     *TTYSize    // the terminal's size (guarded by mu); nil for pipes
 }
 
 // forgottenIDs is how many forgotten job IDs the table remembers, to answer
@@ -264,6 +276,10 @@ func (s *Supervisor) launchJob(v validated, listed bool) (*job, *proc, error) {
 	j := &job{id: newJobID(), command: v.Command, session: v.Session, started: time.Now(),
 		interactive: v.interactive, done: make(chan struct{}), wake: make(chan struct{}), listed: listed}
 	v.notify = j.poke
+	if v.interactive && canWatchInput {
+		j.watch = newInputWatch()
+		v.notify = func() { j.poke(); j.watch.output() }
+	}
 	t := &s.jobs
 	t.mu.Lock()
 	if t.closed {
@@ -285,6 +301,9 @@ func (s *Supervisor) launchJob(v validated, listed bool) (*job, *proc, error) {
 		return nil, nil, err
 	}
 	j.pid, j.stdinW, j.out, j.err, j.tree = p.tree.Pid(), p.stdinW, p.out, p.err, p.tree
+	if j.watch != nil {
+		s.startWatch(j, p)
+	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	j.cancel = func() { cancel(nil) }
 	j.cancelCause = cancel
@@ -317,7 +336,11 @@ func (t *jobTable) listJob(j *job) bool {
 // when the caps need its room.
 func (t *jobTable) supervise(ctx context.Context, j *job, p *proc) {
 	defer t.wg.Done()
-	res := p.finish(p.supervise(ctx))
+	end := p.supervise(ctx)
+	if j.watch != nil {
+		j.watch.close() // the tree is gone: nothing waits any more
+	}
+	res := p.finish(end)
 	j.cancel()
 	// The slot is free before anyone learns the job ended, so a start
 	// right after KillJob or WaitJob is never refused for it.
@@ -421,8 +444,10 @@ func (j *job) info() JobInfo {
 	if ok {
 		state = JobExited
 	}
+	w, _ := j.currentWait()
 	return JobInfo{ID: j.id, Command: j.command, State: state, Pid: j.pid, StartedAt: j.started,
-		StdoutBytes: j.out.tail.Counts().TotalBytes, StderrBytes: j.err.tail.Counts().TotalBytes, Usage: usage}
+		StdoutBytes: j.out.tail.Counts().TotalBytes, StderrBytes: j.err.tail.Counts().TotalBytes, Usage: usage,
+		TTY: j.size(), Waiting: w}
 }
 
 // Jobs lists every job, running or retained, oldest first.

@@ -81,6 +81,8 @@ func (s *Supervisor) readJob(ctx context.Context, j *job, r *retained, stream st
 			}
 			if ended {
 				out.State, out.Result = JobExited, res
+			} else {
+				out.Waiting, _ = j.currentWait()
 			}
 			return out, nil
 		}
@@ -110,6 +112,12 @@ func (s *Supervisor) JobInput(id string, data []byte, closeStdin bool) error {
 	}
 	j.stdinMu.Lock()
 	defer j.stdinMu.Unlock()
+	if j.watch != nil && (len(data) > 0 || closeStdin) {
+		// A read seen before the input is no wait after it; the wait in
+		// progress ends with it.
+		j.watch.beforeInput()
+		defer j.watch.afterInput()
+	}
 	w := j.stdinW
 	if len(data) > 0 {
 		w.SetWriteDeadline(time.Now().Add(stdinWriteTimeout))
@@ -147,9 +155,11 @@ const InputPause = 100 * time.Millisecond
 
 // JobExchange is one turn of an interactive program: it writes data to the
 // job's stdin as JobInput does, then waits up to yield (at most
-// MaxOutputWait) for what the job prints on stream, returning early once
-// that output pauses for InputPause or the job ends, and returns it as a
-// cursorless read (CursorNext) does.
+// MaxOutputWait) for what the job prints on stream, returning early once the
+// job waits for input again (JobOutput.Waiting, where the waiting watch
+// runs: docs/terminals.md), once that output pauses for InputPause (only
+// where no watch runs), or once the job ends, and returns it as a cursorless
+// read (CursorNext) does.
 func (s *Supervisor) JobExchange(ctx context.Context, id, stream string, data []byte, closeStdin bool, yield time.Duration) (JobOutput, error) {
 	if yield <= 0 || yield > MaxOutputWait {
 		return JobOutput{}, invalid("yield must be more than 0 and at most %g seconds, got %g",
@@ -169,6 +179,7 @@ func (s *Supervisor) JobExchange(ctx context.Context, id, stream string, data []
 	if err := s.JobInput(id, data, closeStdin); err != nil {
 		return JobOutput{}, err
 	}
+	_, waits := j.currentWait() // after the input, which ended any wait
 	deadline := time.Now().Add(yield)
 	seen, grew := start, time.Time{}
 	for {
@@ -179,8 +190,11 @@ func (s *Supervisor) JobExchange(ctx context.Context, id, stream string, data []
 			seen, grew = total, now
 		}
 		wake := deadline
-		if !grew.IsZero() && grew.Add(InputPause).Before(deadline) {
+		if j.watch == nil && !grew.IsZero() && grew.Add(InputPause).Before(deadline) {
 			wake = grew.Add(InputPause)
+		}
+		if w, n := j.currentWait(); w != nil && n > waits {
+			break // it waits for input again: its answer is complete
 		}
 		if ended || !now.Before(wake) {
 			break
