@@ -54,11 +54,11 @@ const maxEventData = 64 << 10
 // Stream and Seq; result carries Result. Seq counts each stream separately
 // from 1 without gaps; capped takes the next seq of its stream.
 type Event struct {
-	Event  string  `json:"event"`
-	Pid    int     `json:"pid,omitempty"`
-	Stream string  `json:"stream,omitempty"`
-	Seq    int64   `json:"seq,omitempty"`
-	Data   string  `json:"data,omitempty"`
+	Event  string `json:"event"`
+	Pid    int    `json:"pid,omitempty"`
+	Stream string `json:"stream,omitempty"`
+	Seq    int64  `json:"seq,omitempty"`
+	Data   string `json:"data,omitempty"`
 	// Waiting is what a waiting event says the command waits for.
 	Waiting *Waiting `json:"waiting,omitempty"`
 	Result  *Result  `json:"result,omitempty"`

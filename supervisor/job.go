@@ -127,13 +127,13 @@ type JobInfo struct {
 // stream); SkippedBytes is what the reader missed because the tail ring had
 // moved past After. Result is set once the job has exited.
 type JobOutput struct {
-	ID           string  `json:"id"`
-	Stream       string  `json:"stream"`
-	Data         string  `json:"data"`
-	After        int64   `json:"after"`
-	Next         int64   `json:"next"`
-	SkippedBytes int64   `json:"skippedBytes"`
-	State        string  `json:"state"`
+	ID           string `json:"id"`
+	Stream       string `json:"stream"`
+	Data         string `json:"data"`
+	After        int64  `json:"after"`
+	Next         int64  `json:"next"`
+	SkippedBytes int64  `json:"skippedBytes"`
+	State        string `json:"state"`
 	// Waiting is set while the job is blocked reading its input.
 	Waiting *Waiting `json:"waiting,omitempty"`
 	Result  *Result  `json:"result,omitempty"`
