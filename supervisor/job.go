@@ -177,6 +177,7 @@ type job struct {
 	waiting *Waiting    // guarded by mu; the current wait, nil when none
 	waits   uint64      // guarded by mu; counts the waits so far
 	tty     *TTYSize    // the terminal's size (guarded by mu); nil for pipes
+	term    *terminal   // the job's terminal; nil for pipes
 }
 
 // forgottenIDs is how many forgotten job IDs the table remembers, to answer
@@ -259,7 +260,7 @@ func (s *Supervisor) StartJob(r JobRequest) (JobStarted, error) {
 	if r.Interactive && r.Stdin != nil {
 		return JobStarted{}, invalid("an interactive job takes its stdin through job input, not stdin")
 	}
-	v.timeout, v.job, v.interactive = lifetime, true, r.Interactive
+	v.timeout, v.job, v.interactive = lifetime, true, r.Interactive || v.tty != nil
 	j, _, err := s.launchJob(v, true)
 	if err != nil {
 		return JobStarted{}, err
@@ -301,6 +302,9 @@ func (s *Supervisor) launchJob(v validated, listed bool) (*job, *proc, error) {
 		return nil, nil, err
 	}
 	j.pid, j.stdinW, j.out, j.err, j.tree = p.tree.Pid(), p.stdinW, p.out, p.err, p.tree
+	if p.term != nil {
+		j.term, j.tty = p.term, v.tty
+	}
 	if j.watch != nil {
 		s.startWatch(j, p)
 	}

@@ -110,6 +110,9 @@ func (s *Supervisor) JobInput(id string, data []byte, closeStdin bool) error {
 	if _, ended := j.exited(); ended {
 		return stdinError("job %s has exited", id)
 	}
+	if closeStdin && j.term != nil {
+		return stdinError("job %s runs on a terminal, which has no end of input to close: write \u0004 (Ctrl-D) for an end of file", id)
+	}
 	j.stdinMu.Lock()
 	defer j.stdinMu.Unlock()
 	if j.watch != nil && (len(data) > 0 || closeStdin) {

@@ -14,7 +14,17 @@ func (s *Supervisor) startWatch(j *job, p *proc) {
 	w := j.watch
 	w.tree = p.tree
 	w.set = func(wt *Waiting) { s.setWaiting(j, p, wt) }
-	if p.stdinW != nil {
+	p.atEnd = func(end ending) {
+		if end == endTimedOut {
+			p.waitAtEnd, _ = j.currentWait()
+		}
+	}
+	switch {
+	case p.term != nil:
+		w.tgt = inputTarget{ttyPath: p.term.path, ttyDev: p.term.dev}
+		w.kind = p.term.kind
+		w.prompt = func() string { return lastLinePrompt(p.out, p.out) }
+	default:
 		w.stdin = p.stdinW
 		w.tgt = inputTarget{pipeLink: pipeLink(p.stdinW)}
 		w.prompt = func() string { return lastLinePrompt(p.out, p.err) }

@@ -49,7 +49,9 @@ func (s *Supervisor) Run(ctx context.Context, r Request) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	if v.Yield > 0 {
+	if v.Yield > 0 || v.tty != nil {
+		// A command on a terminal runs as an unlisted job even without a
+		// yield: its waiting watch is a job's (docs/terminals.md).
 		return s.runYielding(ctx, v)
 	}
 	p, err := s.start(v)
@@ -70,7 +72,8 @@ type proc struct {
 	tree     *killtree.Tree
 	out, err *retained
 	outs     outputs          // the read ends of stdout and stderr (per OS)
-	stdinW   *os.File         // nil when stdin is /dev/null
+	stdinW   *os.File         // nil when stdin is /dev/null; the terminal's master with a tty
+	term     *terminal        // the command's terminal; nil for pipes
 	stdinEnd chan struct{}    // closed when the stdin writer returned
 	state    *stateStart      // nil unless the command carries session state
 	jst      *journal.Started // its journal entry; nil without one
@@ -79,6 +82,11 @@ type proc struct {
 	live     *live
 	kill     KillInfo
 	sent     string // the signal the way down sent last
+
+	// atEnd, when set, learns why the command stopped before the way down
+	// begins; waitAtEnd is the wait it was in when its timeout passed.
+	atEnd     func(ending)
+	waitAtEnd *Waiting
 
 	strays       int                // what the way down killed that this or an ended command left (killtree.Report.Strays)
 	unattributed []killtree.Process // what it left: born while this and another running command ran
@@ -94,11 +102,14 @@ func (s *Supervisor) start(v validated) (_ *proc, retErr error) {
 	p := &proc{s: s, v: v, id: s.newID(), begin: time.Now(), drained: make(chan error, 2),
 		stdinEnd: make(chan struct{})}
 	p.log = s.log.With().Str("id", p.id).Str("session", v.Session).Str("label", v.Label).Logger()
-	wOut, wErr, err := p.outs.open()
+	wOut, wErr, err := p.openOutputs()
 	if err != nil {
-		return nil, fmt.Errorf("supervisor: output pipes: %w", err)
+		return nil, err
 	}
 	closers := []*os.File{wOut, wErr}
+	if p.term != nil {
+		closers = append(closers, p.term.master, p.term.slave)
+	}
 	defer func() {
 		if retErr != nil {
 			p.outs.close()
@@ -113,7 +124,9 @@ func (s *Supervisor) start(v validated) (_ *proc, retErr error) {
 	if stdinR == nil {
 		return nil, errClosed
 	}
-	if v.Stdin != nil || v.interactive {
+	if p.term != nil {
+		p.stdinW = p.term.master
+	} else if v.Stdin != nil || v.interactive {
 		if stdinR, p.stdinW, err = os.Pipe(); err != nil {
 			return nil, fmt.Errorf("supervisor: stdin pipe: %w", err)
 		}
@@ -126,6 +139,9 @@ func (s *Supervisor) start(v validated) (_ *proc, retErr error) {
 	p.out = newRetained(v.stdout, s.cfg.Capture, &s.drained, v.notify)
 	p.err = newRetained(v.stderr, s.cfg.Capture, &s.drained, v.notify)
 	p.live = newLive(v.OnEvent, s.liveCap)
+	if p.term != nil {
+		p.live.eof(stderrStream) // a terminal has one output stream
+	}
 
 	cmd := exec.Command(s.shell, "-c", v.Command)
 	if v.Argv != nil {
@@ -172,6 +188,9 @@ func (s *Supervisor) start(v validated) (_ *proc, retErr error) {
 		gate = nil
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, wOut, wErr
+	if p.term != nil {
+		p.term.attach(cmd)
+	}
 	if gate != nil {
 		gate.begin(p)
 	} else {
@@ -201,13 +220,19 @@ func (s *Supervisor) start(v validated) (_ *proc, retErr error) {
 		p.state.ch.started()
 	}
 	// The child has its copies; ours would keep the pipes from reaching EOF.
-	wOut.Close()
-	wErr.Close()
+	if p.term != nil {
+		p.term.slave.Close()
+	} else {
+		wOut.Close()
+		wErr.Close()
+	}
 	if stdinR != s.devNull {
 		stdinR.Close()
 	}
 	p.cmd, p.tree = cmd, tree
-	p.outs.watch(p)
+	if p.term == nil {
+		p.outs.watch(p)
+	}
 	p.log.Debug().Int("pid", tree.Pid()).Str("tier", string(tree.Tier())).Msg("started")
 
 	s.started.Add(1)
@@ -236,6 +261,9 @@ func (s *Supervisor) start(v validated) (_ *proc, retErr error) {
 func (p *proc) supervise(ctx context.Context) ending {
 	end := p.wait(ctx)
 	p.log.Debug().Int("end", int(end)).Msg("stopping")
+	if p.atEnd != nil {
+		p.atEnd(end)
+	}
 
 	if end == endExited {
 		// Lifecycle rule 3: what the shell left running gets a short
@@ -356,6 +384,11 @@ func (p *proc) finish(end ending) Result {
 	res.Stderr = withNote(withNote(res.Stderr, stateNote), p.s.note(end, p.v, p.kill, alive))
 	res.Stderr = withNote(res.Stderr, limitNote(reached, p.tree.Limits(), p.tree.OOMKiller()))
 	res.Stderr = withNote(res.Stderr, strayNote(p.strays, p.unattributed))
+	if w := p.waitAtEnd; w != nil {
+		res.Waiting = w
+		res.Stderr = withNote(res.Stderr, fmt.Sprintf("[corral: when its timeout passed it was %s. "+
+			"Run it with yield (or as a job) to answer it, or give it its input another way.]", w.describe()))
+	}
 	res.Truncated = res.StdoutInfo.Truncated || res.StderrInfo.Truncated
 	p.journalFinish(&res)
 	p.s.busy(p.v.Session, -1)

@@ -172,7 +172,7 @@ func (p *proc) drain(i streamIndex, f *os.File) {
 			p.take(i, buf[:n])
 		}
 		if rerr != nil {
-			if !errors.Is(rerr, io.EOF) {
+			if !errors.Is(rerr, io.EOF) && !(p.term != nil && ptyEOF(rerr)) {
 				err = rerr
 			}
 			break

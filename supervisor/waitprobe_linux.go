@@ -254,20 +254,6 @@ func pipeUnread(f *os.File) int {
 	return n
 }
 
-// withFd runs fn on f's descriptor without taking it out of the runtime's
-// poller (f.Fd would switch it to blocking mode, and its deadlines would no
-// longer work).
-func withFd(f *os.File, fn func(fd int) error) error {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var ferr error
-	if err := rc.Control(func(fd uintptr) { ferr = fn(int(fd)) }); err != nil {
-		return err
-	}
-	return ferr
-}
 
 // procArgv returns pid's command line (at most maxArgvBytes of it).
 func procArgv(pid int) []string {

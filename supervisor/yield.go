@@ -22,15 +22,19 @@ func (s *Supervisor) runYielding(ctx context.Context, v validated) (Result, erro
 	if err != nil {
 		return Result{}, err
 	}
-	timer := time.NewTimer(v.Yield)
-	defer timer.Stop()
+	var yield <-chan time.Time // none: a terminal command without a yield runs to its end
+	if v.Yield > 0 {
+		timer := time.NewTimer(v.Yield)
+		defer timer.Stop()
+		yield = timer.C
+	}
 	for {
 		// A watched command (docs/terminals.md) yields as soon as it
 		// waits for input, too.
 		var woken <-chan struct{}
 		if j.watch != nil {
 			woken = j.waiter()
-			if w, _ := j.currentWait(); w != nil {
+			if w, _ := j.currentWait(); w != nil && v.Yield > 0 {
 				return s.handOver(j, p, g, w), nil
 			}
 		}
@@ -43,7 +47,7 @@ func (s *Supervisor) runYielding(ctx context.Context, v validated) (Result, erro
 			<-j.done
 			res, _ := j.exited()
 			return *res, nil
-		case <-timer.C:
+		case <-yield:
 			return s.handOver(j, p, g, nil), nil
 		case <-woken:
 		}
