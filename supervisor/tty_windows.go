@@ -5,7 +5,7 @@ import (
 	"os/exec"
 )
 
-func (t *terminal) attach(*exec.Cmd)       {}
+func (t *terminal) attach(*exec.Cmd)      {}
 func (t *terminal) readEnd() (int, error) { return -1, errNoTTY }
 func (t *terminal) kind() string          { return WaitLine }
 func deviceOf(*os.File) uint64            { return 0 }

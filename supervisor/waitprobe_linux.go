@@ -254,7 +254,6 @@ func pipeUnread(f *os.File) int {
 	return n
 }
 
-
 // procArgv returns pid's command line (at most maxArgvBytes of it).
 func procArgv(pid int) []string {
 	var buf [maxArgvBytes]byte
