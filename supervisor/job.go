@@ -173,11 +173,14 @@ type job struct {
 
 	stdinMu sync.Mutex // serialises JobInput
 
-	watch   *inputWatch // finds out when the job waits for input; nil when not watched
-	waiting *Waiting    // guarded by mu; the current wait, nil when none
-	waits   uint64      // guarded by mu; counts the waits so far
-	tty     *TTYSize    // the terminal's size (guarded by mu); nil for pipes
-	term    *terminal   // the job's terminal; nil for pipes
+	watch      *inputWatch // finds out when the job waits for input; nil when not watched
+	waiting    *Waiting    // guarded by mu; the current wait, nil when none
+	waits      uint64      // guarded by mu; counts the waits so far
+	tty        *TTYSize    // the terminal's size (guarded by mu); nil for pipes
+	term       *terminal   // the job's terminal; nil for pipes
+	screen     *screen     // its screen while it runs (guarded by mu); nil for pipes and once it ended
+	lastScreen *Screen     // guarded by mu; the screen a terminal job left
+	proc       *proc       // a terminal job's command while it runs, for its screen; guarded by mu, nil once it ended
 }
 
 // forgottenIDs is how many forgotten job IDs the table remembers, to answer
@@ -303,7 +306,7 @@ func (s *Supervisor) launchJob(v validated, listed bool) (*job, *proc, error) {
 	}
 	j.pid, j.stdinW, j.out, j.err, j.tree = p.tree.Pid(), p.stdinW, p.out, p.err, p.tree
 	if p.term != nil {
-		j.term, j.tty = p.term, v.tty
+		j.term, j.tty, j.screen, j.proc = p.term, v.tty, p.screen, p
 	}
 	if j.watch != nil {
 		s.startWatch(j, p)
@@ -356,7 +359,12 @@ func (t *jobTable) supervise(ctx context.Context, j *job, p *proc) {
 	// the Result and goes.
 	footprint := exitedFootprint(j.out.release()+j.err.release(), &res)
 	j.mu.Lock()
-	j.result, j.tree = res, nil
+	j.result, j.tree, j.proc = res, nil, nil
+	if j.screen != nil {
+		// An exited job keeps the last screen's text, not its emulator.
+		sc := j.screen.snapshot()
+		j.lastScreen, j.screen = &sc, nil
+	}
 	j.mu.Unlock()
 	// Retired before anyone learns the job ended, so that a caller woken by
 	// its end sees the evictions its exit caused (a job it pushed out of

@@ -23,7 +23,10 @@ func (s *Supervisor) startWatch(j *job, p *proc) {
 	case p.term != nil:
 		w.tgt = inputTarget{ttyPath: p.term.path, ttyDev: p.term.dev}
 		w.kind = p.term.kind
-		w.prompt = func() string { return lastLinePrompt(p.out, p.out) }
+		w.prompt = func() string {
+			p.screen.update(p.out, p.term.getSize())
+			return p.screen.snapshot().promptLine()
+		}
 	default:
 		w.stdin = p.stdinW
 		w.tgt = inputTarget{pipeLink: pipeLink(p.stdinW)}

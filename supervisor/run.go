@@ -74,6 +74,7 @@ type proc struct {
 	outs     outputs          // the read ends of stdout and stderr (per OS)
 	stdinW   *os.File         // nil when stdin is /dev/null; the terminal's master with a tty
 	term     *terminal        // the command's terminal; nil for pipes
+	screen   *screen          // the terminal's screen; nil for pipes
 	stdinEnd chan struct{}    // closed when the stdin writer returned
 	state    *stateStart      // nil unless the command carries session state
 	jst      *journal.Started // its journal entry; nil without one
@@ -381,6 +382,12 @@ func (p *proc) finish(end ending) Result {
 	}
 	res.Stdout, res.StdoutInfo = p.shape(p.out, Stdout)
 	res.Stderr, res.StderrInfo = p.shape(p.err, Stderr)
+	if p.screen != nil {
+		var note string
+		res.Stdout, res.StdoutInfo, note = p.screenView(res.Stdout, res.StdoutInfo)
+		res.Stderr = withNote(res.Stderr, note)
+		p.screen.close()
+	}
 	res.Stderr = withNote(withNote(res.Stderr, stateNote), p.s.note(end, p.v, p.kill, alive))
 	res.Stderr = withNote(res.Stderr, limitNote(reached, p.tree.Limits(), p.tree.OOMKiller()))
 	res.Stderr = withNote(res.Stderr, strayNote(p.strays, p.unattributed))

@@ -92,6 +92,11 @@ func (p *proc) soFar(j *job, w *Waiting) Result {
 	}
 	res.Stdout, res.StdoutInfo = view(p.out)
 	res.Stderr, res.StderrInfo = view(p.err)
+	if p.screen != nil {
+		var note string
+		res.Stdout, res.StdoutInfo, note = p.screenView(res.Stdout, res.StdoutInfo)
+		res.Stderr = withNote(res.Stderr, note)
+	}
 	res.Truncated = res.StdoutInfo.Truncated || res.StderrInfo.Truncated
 	j.cursorMu.Lock()
 	j.cursor = [2]int64{res.StdoutInfo.TotalBytes, res.StderrInfo.TotalBytes}
