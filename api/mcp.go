@@ -36,6 +36,10 @@ type BashInput struct {
 	Background  bool     `json:"background,omitempty" jsonschema:"start a background job and return its ID at once instead of waiting for the end"`
 	Lifetime    *float64 `json:"lifetime,omitempty" jsonschema:"background only: seconds before the job is killed"` // likewise
 	Interactive bool     `json:"interactive,omitempty" jsonschema:"background only: keep stdin open for job_input"`
+	// TTY, Cols and Rows run the command on a terminal.
+	TTY  bool `json:"tty,omitempty" jsonschema:"run the command on a terminal (a PTY): for programs that need one (prompts, REPLs, editors, pagers, full-screen programs). One output stream; with yield the call returns as soon as the program waits for input, and job_input answers it (raw bytes: \u0003 is Ctrl-C, \u001b an Escape); job_screen shows the screen"`
+	Cols int  `json:"cols,omitempty" jsonschema:"terminal columns with tty: 120 by default"`
+	Rows int  `json:"rows,omitempty" jsonschema:"terminal rows with tty: 40 by default"`
 	// Limits caps the command's resources, at most the server's.
 	Limits *LimitsRequest `json:"limits,omitempty" jsonschema:"resource limits of the command's whole process tree, at most the server's: memoryBytes, cpus (1.5 = one and a half CPUs), pids (tasks)"`
 }
@@ -176,8 +180,13 @@ func (s *Server) bashTool(ctx context.Context, req *mcp.CallToolRequest, in Bash
 	if in.Background || in.Lifetime != nil || in.Interactive {
 		return s.bashBackground(in)
 	}
+	tty, err := in.tty()
+	if err != nil {
+		return nil, nil, toolError(err)
+	}
 	r, err := ExecRequest{Command: in.Command, Timeout: in.Timeout, Cwd: in.Cwd, Yield: in.Yield,
-		Session: cmp.Or(in.Session, s.mcpSession(req)), ResetSession: in.Restart, Limits: in.Limits}.request(s.sup.MaxTimeout())
+		Session: cmp.Or(in.Session, s.mcpSession(req)), ResetSession: in.Restart, Limits: in.Limits,
+		TTY: tty}.request(s.sup.MaxTimeout())
 	if err != nil {
 		s.metrics.outcome(OutcomeInvalid)
 		return nil, nil, toolError(err)
@@ -196,6 +205,17 @@ func (s *Server) bashTool(ctx context.Context, req *mcp.CallToolRequest, in Bash
 		return nil, nil, toolError(err)
 	}
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: res.Text()}}}, res, nil
+}
+
+// tty returns the terminal bash asked for: nil without tty: true.
+func (in BashInput) tty() (*supervisor.TTYSize, error) {
+	if !in.TTY {
+		if in.Cols != 0 || in.Rows != 0 {
+			return nil, errorf(ErrInvalidArgument, "cols and rows need tty: true")
+		}
+		return nil, nil
+	}
+	return &supervisor.TTYSize{Cols: in.Cols, Rows: in.Rows}, nil
 }
 
 // progress forwards live output as progress notifications, and after

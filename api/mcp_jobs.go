@@ -17,6 +17,7 @@ const (
 	ToolJobInput  = "job_input"
 	ToolJobKill   = "job_kill"
 	ToolJobList   = "job_list"
+	ToolJobScreen = "job_screen"
 )
 
 // JobOutputInput is the arguments of the MCP tool job_output.
@@ -77,7 +78,7 @@ func jobOutputDescription(b supervisor.Bounds) string {
 The text result is the output, then one status line; once the job has exited it carries the exit status, and a read that returns nothing after that is the end. An exited job stays readable for a while (see bash), then answers NOT_FOUND saying it expired.`, jobWindowText(b))
 }
 
-var jobInputDescription = fmt.Sprintf(`Write data to the stdin of a background job started with interactive: true, and close stdin with close: true (the end of input; cat and read then see EOF). Writing to a job that is not interactive, whose stdin was closed, or that has exited is refused with INVALID_ARGUMENT. With yield: N it waits up to N seconds for the answer on stdout and returns it (what a job_output read would), so one call is one turn of an interactive program; without yield, read the answer with job_output.`)
+var jobInputDescription = fmt.Sprintf(`Write data to the stdin of a background job started with interactive: true or tty: true, and close stdin with close: true (the end of input; cat and read then see EOF; a terminal has no close: send \u0004). On a terminal the bytes are typed raw: \u0003 is Ctrl-C, \r Enter, \u001b Escape. Writing to a job that is not interactive, whose stdin was closed, or that has exited is refused with INVALID_ARGUMENT. With yield: N it waits up to N seconds for the answer on stdout and returns it (what a job_output read would) as soon as the job waits for input again (corral sees it blocked reading), so one call is one turn of an interactive program; without yield, read the answer with job_output.`)
 
 var jobKillDescription = `Kill a background job with its whole process tree (SIGTERM, a short grace, then SIGKILL) and return its result like bash does. Killing a job that already exited returns its result.`
 
@@ -101,6 +102,8 @@ func (s *Server) addJobTools(srv *mcp.Server, b supervisor.Bounds) {
 	addTool(s, srv, &mcp.Tool{Name: ToolJobKill, Description: jobKillDescription}, s.jobKillTool)
 	addTool(s, srv, &mcp.Tool{Name: ToolJobList, Description: jobListDescription,
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, s.jobListTool)
+	addTool(s, srv, &mcp.Tool{Name: ToolJobScreen, Description: jobScreenDescription,
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, s.jobScreenTool)
 }
 
 // bashBackground starts the bash tool's command as a background job.
@@ -108,7 +111,11 @@ func (s *Server) bashBackground(in BashInput) (*mcp.CallToolResult, any, error) 
 	if !in.Background {
 		return nil, nil, toolError(errorf(ErrInvalidArgument, "lifetime and interactive need background: true"))
 	}
-	req, err := JobRequest{ExecRequest: ExecRequest{Command: in.Command, Timeout: in.Timeout, Cwd: in.Cwd, Limits: in.Limits},
+	tty, err := in.tty()
+	if err != nil {
+		return nil, nil, toolError(err)
+	}
+	req, err := JobRequest{ExecRequest: ExecRequest{Command: in.Command, Timeout: in.Timeout, Cwd: in.Cwd, Limits: in.Limits, TTY: tty},
 		Lifetime: in.Lifetime, Interactive: in.Interactive}.request(s.sup.MaxTimeout())
 	if err != nil {
 		return nil, nil, toolError(err)
@@ -119,7 +126,7 @@ func (s *Server) bashBackground(in BashInput) (*mcp.CallToolResult, any, error) 
 	}
 	text := fmt.Sprintf("Started background job %s (pid %d). Read its output with job_output {\"id\": %q} "+
 		"(add \"wait\": up to 30 seconds to wait for output); each read returns what came since the previous one.", st.ID, st.Pid, st.ID)
-	if in.Interactive {
+	if in.Interactive || in.TTY {
 		text += fmt.Sprintf(" Its stdin is open: write to it with job_input {\"id\": %q, \"data\": \"...\\n\"}, close it with \"close\": true.", st.ID)
 	}
 	text += " Stop it with job_kill."
@@ -165,6 +172,8 @@ func outputText(out supervisor.JobOutput, cursorless bool) string {
 		next = ""
 	}
 	switch {
+	case out.State == supervisor.JobRunning && out.Waiting != nil:
+		fmt.Fprintf(&b, "[job %s running, %s; %s read up to byte %d%s]", out.ID, out.Waiting.Describe(), out.Stream, out.Next, next)
 	case out.State == supervisor.JobRunning:
 		fmt.Fprintf(&b, "[job %s running; %s read up to byte %d%s]", out.ID, out.Stream, out.Next, next)
 	case out.Data != "" || out.SkippedBytes > 0:
@@ -206,6 +215,20 @@ func (s *Server) jobKillTool(ctx context.Context, req *mcp.CallToolRequest, in J
 		return nil, supervisor.Result{}, toolError(err)
 	}
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: res.Text()}}}, res, nil
+}
+
+var jobScreenDescription = `Show the screen of a job run with tty: true as a person would see it now: its rows of text, where the cursor is (0-based row and column), whether a full-screen program (vi, less, top) has the alternate screen, and the window title. After the job exited, the screen it left.`
+
+func (s *Server) jobScreenTool(ctx context.Context, req *mcp.CallToolRequest, in JobIDInput) (*mcp.CallToolResult, supervisor.Screen, error) {
+	sc, err := s.sup.JobScreen(in.ID)
+	if err != nil {
+		return nil, supervisor.Screen{}, toolError(err)
+	}
+	text := fmt.Sprintf("[screen %dx%d, cursor at row %d col %d%s%s]\n", sc.Cols, sc.Rows, sc.Cursor.Row, sc.Cursor.Col,
+		map[bool]string{true: ", alternate screen", false: ""}[sc.AltScreen],
+		map[bool]string{true: ", title " + fmt.Sprintf("%q", sc.Title), false: ""}[sc.Title != ""])
+	text += strings.Join(sc.Lines, "\n")
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, sc, nil
 }
 
 func (s *Server) jobListTool(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, JobList, error) {

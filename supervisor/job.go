@@ -478,6 +478,27 @@ func (s *Supervisor) Jobs() []JobInfo {
 	return out
 }
 
+// JobStatus is one job's status (GET /v1/jobs/{id}): its listing, and its
+// Result once it exited.
+type JobStatus struct {
+	JobInfo
+	Result *Result `json:"result,omitempty"`
+}
+
+// JobStatus describes one job, running or retained, with its Result once
+// it exited. Errors as Job's.
+func (s *Supervisor) JobStatus(id string) (JobStatus, error) {
+	j, err := s.jobs.get(id)
+	if err != nil {
+		return JobStatus{}, err
+	}
+	st := JobStatus{JobInfo: j.info()}
+	if st.State == JobExited {
+		st.Result, _ = j.exited()
+	}
+	return st, nil
+}
+
 // Job describes one job, running or retained. The error matches
 // ErrNotFound when there is none, and ErrJobExpired too when it was
 // forgotten.

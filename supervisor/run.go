@@ -394,7 +394,7 @@ func (p *proc) finish(end ending) Result {
 	if w := p.waitAtEnd; w != nil {
 		res.Waiting = w
 		res.Stderr = withNote(res.Stderr, fmt.Sprintf("[corral: when its timeout passed it was %s. "+
-			"Run it with yield (or as a job) to answer it, or give it its input another way.]", w.describe()))
+			"Run it with yield (or as a job) to answer it, or give it its input another way.]", w.Describe()))
 	}
 	res.Truncated = res.StdoutInfo.Truncated || res.StderrInfo.Truncated
 	p.journalFinish(&res)

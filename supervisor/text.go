@@ -53,6 +53,9 @@ func (r Result) Status() string {
 		return "[interrupted: the server stopped before the result was recorded]"
 	case r.ExitCode == nil && r.Signal == "" && !r.Running:
 		return "[did not start]"
+	case r.Running && r.Waiting != nil:
+		return fmt.Sprintf("[%s; it goes on as background job %s: answer with job_input {\"id\": %q, \"data\": \"...\"}, or stop it with job_kill]",
+			r.Waiting.Describe(), r.JobID, r.JobID)
 	case r.Running:
 		return fmt.Sprintf("[still running after %s as background job %s: read what it prints next with job_output {\"id\": %q}, or stop it with job_kill]",
 			d, r.JobID, r.JobID)

@@ -45,8 +45,8 @@ type Waiting struct {
 	Prompt string `json:"prompt"`
 }
 
-// describe says what the command waits for, for a note.
-func (w *Waiting) describe() string {
+// Describe says in words what the command waits for (notes, status lines).
+func (w *Waiting) Describe() string {
 	what := map[string]string{WaitLine: "a line of input", WaitPassword: "a password (echo is off)",
 		WaitKey: "a key (the terminal is in raw mode)"}[w.Kind]
 	prog := "a process"

@@ -104,7 +104,7 @@ func (p *proc) soFar(j *job, w *Waiting) Result {
 	if w != nil {
 		res.Stderr = withNote(res.Stderr, fmt.Sprintf("[corral: %s; it goes on as background job %s "+
 			"until it ends or its timeout of %s passes. Answer with job input (its stdin), read what it prints "+
-			"next with job output, or kill it.]", w.describe(), j.id, seconds(p.v.timeout)))
+			"next with job output, or kill it.]", w.Describe(), j.id, seconds(p.v.timeout)))
 		return res
 	}
 	res.Stderr = withNote(res.Stderr, fmt.Sprintf("[corral: still running after %s; it goes on as background job %s "+

@@ -134,7 +134,7 @@ process.stdout.write(a > 20 || a === 20 && (b > 18 || b === 18 && c >= 1) ? "ok"
 	s := startServe(t, []string{"CORRAL_TOKEN=", "HOME=" + t.TempDir()}, "--listen", "127.0.0.1:0", "--envd", "127.0.0.1:0")
 	t.Logf("corral serve up at %v", time.Since(begin).Round(time.Millisecond))
 	markers := map[string]string{}
-	for _, name := range []string{"plain", "kill", "timeout"} {
+	for _, name := range []string{"plain", "kill", "timeout", "pty"} {
 		_, markers[name] = proctest.Marker(t)
 	}
 	mj, _ := json.Marshal(markers)
@@ -179,6 +179,8 @@ process.stdout.write(a > 20 || a === 20 && (b > 18 || b === 18 && c >= 1) ? "ok"
 		Size      int64
 		Received  int64
 		Skipped   int64
+		First     bool
+		Resized   bool
 	}
 	exit := func(st step) int {
 		if st.ExitCode == nil {
@@ -235,6 +237,14 @@ process.stdout.write(a > 20 || a === 20 && (b > 18 || b === 18 && c >= 1) ? "ok"
 			if st.Stdout != "abc" {
 				t.Errorf("closeStdin: %s", sc.Text())
 			}
+		case "pty":
+			// sbx.pty: the size it asked for, the input typed, the resize
+			// seen by stty, and kill ending the whole terminal's tree.
+			if !st.First || !st.Resized || !strings.Contains(st.Stdout, "24 80") || !st.Killed {
+				t.Errorf("pty: %s, want \"24 80\", pty-42, \"30 100\" after resize and killed", sc.Text())
+			}
+			proctest.NoSurvivors(t, markers["pty"], 3*time.Second)
+			fmt.Fprintln(stdin, "go")
 		case "timeout":
 			if st.Ms > 10000 || (st.Name != "TimeoutError" && !st.ExitError) {
 				t.Errorf("timeoutMs 1500: %s, want a TimeoutError or CommandExitError within seconds", sc.Text())
@@ -254,7 +264,7 @@ process.stdout.write(a > 20 || a === 20 && (b > 18 || b === 18 && c >= 1) ? "ok"
 			}
 		}
 	}
-	want := []string{"echo", "fail", "onStdout", "background", "kill", "wait", "sendStdin", "closeStdin", "timeout", "flood"}
+	want := []string{"echo", "fail", "onStdout", "background", "kill", "wait", "sendStdin", "closeStdin", "pty", "timeout", "flood"}
 	if !slices.Equal(seen, want) {
 		t.Errorf("steps %v, want %v", seen, want)
 	}
