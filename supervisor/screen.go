@@ -54,11 +54,9 @@ type screen struct {
 // screen: CUP, HVP, CUU/CUD/CUF/CUB, CHA, VPA, ED.
 var cursorMoves = regexp.MustCompile(`\x1b\[[0-9;?]*[HfABCDGdJ]`)
 
-func newScreen(sz TTYSize) *screen {
-	s := &screen{}
-	s.reset(sz)
-	return s
-}
+// newScreen returns a screen; its emulator is made at the first look, so a
+// terminal job nobody looks at costs none.
+func newScreen() *screen { return &screen{} }
 
 // reset starts a new emulator of size sz. Called with mu held (or before
 // the screen is shared).
@@ -96,6 +94,9 @@ func (s *screen) update(r *retained, sz TTYSize) {
 	if s.closed || r.tail == nil {
 		return
 	}
+	if s.em == nil {
+		s.reset(sz)
+	}
 	if s.em.Width() != sz.Cols || s.em.Height() != sz.Rows {
 		s.em.Resize(sz.Cols, sz.Rows)
 	}
@@ -117,6 +118,9 @@ func (s *screen) update(r *retained, sz TTYSize) {
 func (s *screen) snapshot() Screen {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.em == nil {
+		return Screen{Lines: []string{}}
+	}
 	w, h := s.em.Width(), s.em.Height()
 	sc := Screen{Cols: w, Rows: h, Lines: make([]string, h), AltScreen: s.em.IsAltScreen(), Title: s.title}
 	var b strings.Builder
@@ -153,10 +157,10 @@ func (s *screen) tui() bool {
 // after it still shows the last screen.
 func (s *screen) close() {
 	s.mu.Lock()
-	if !s.closed {
-		s.closed = true
+	if !s.closed && s.em != nil {
 		s.em.Close()
 	}
+	s.closed = true
 	s.mu.Unlock()
 	s.wg.Wait()
 }

@@ -71,7 +71,11 @@ const (
 	quietScan = 10 * time.Millisecond
 	// maxScanInterval is the longest a job that neither prints nor takes
 	// input goes unscanned: the backoff doubles from quietScan up to it.
-	maxScanInterval = 250 * time.Millisecond
+	// It bounds how late a read that follows a long silence is found, and
+	// how long a wait that ended without output or input (a read -t that
+	// timed out) is still reported; it is what 20 idle jobs cost
+	// (BenchmarkWaitingIdle: a look at /proc/PID/syscall is not cheap).
+	maxScanInterval = time.Second
 )
 
 // inputTarget identifies the job's input.
@@ -193,7 +197,19 @@ func (w *inputWatch) run() {
 			timer.Reset(quietScan - quiet)
 			continue
 		}
-		r, found := w.scan(buf)
+		w.mu.Lock()
+		waiting, cur := w.waiting, w.cur
+		w.mu.Unlock()
+		var r reader
+		var found bool
+		if waiting && (w.stdin == nil || pipeUnread(w.stdin) == 0) {
+			// A wait in progress: one look at the reading thread says
+			// whether it goes on, without listing the tree.
+			r, found = recheck(cur, w.tgt, buf)
+		}
+		if !found {
+			r, found = w.scan(buf)
+		}
 		w.mu.Lock()
 		switch {
 		case !found:

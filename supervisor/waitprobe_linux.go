@@ -60,6 +60,12 @@ func findReader(pids []int, tgt inputTarget, buf []byte) (reader, bool) {
 	return reader{}, false
 }
 
+// recheck reports whether the thread of r still reads the job's input.
+func recheck(r reader, tgt inputTarget, buf []byte) (reader, bool) {
+	got, ok := threadReads(r.pid, strconv.Itoa(r.tid), tgt, buf)
+	return got, ok && got == r
+}
+
 // threadReads reports whether thread tid of pid is blocked reading tgt.
 func threadReads(pid int, tid string, tgt inputTarget, buf []byte) (reader, bool) {
 	base := "/proc/" + strconv.Itoa(pid)
