@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"runtime"
 	"runtime/pprof"
 	"slices"
@@ -180,8 +181,10 @@ func BenchmarkWaitingIdle(b *testing.B) {
 
 // BenchmarkTTYFlood is a 1 GiB flood (head -c 1G /dev/zero) through a
 // terminal against the same through a pipe, in one run: the throughput of
-// each, their ratio, and this process's peak RSS growth (VmHWM) over the
-// terminal's flood. Heavy (CORRAL_HEAVY=1).
+// each, their ratio, this process's peak RSS growth (VmHWM) over the
+// terminal's flood, and the kernel's own terminal throughput (script(1)
+// reading a PTY, without corral) with corral's ratio to it. Heavy
+// (CORRAL_HEAVY=1).
 //
 //	CORRAL_HEAVY=1 go test -run '^$' -bench BenchmarkTTYFlood -benchtime 1x ./supervisor
 func BenchmarkTTYFlood(b *testing.B) {
@@ -200,7 +203,20 @@ func BenchmarkTTYFlood(b *testing.B) {
 		}
 		return size / time.Since(t0).Seconds() / (1 << 20)
 	}
-	var pipe, tty float64
+	// The kernel's own ceiling for a terminal: script(1) reading a PTY's
+	// master to /dev/null, no corral in the way.
+	script := func() float64 {
+		if _, err := exec.LookPath("script"); err != nil {
+			return 0
+		}
+		t0 := time.Now()
+		cmd := exec.Command("script", "-qc", fmt.Sprintf("head -c %d /dev/zero", size), "/dev/null")
+		if err := cmd.Run(); err != nil {
+			b.Fatalf("script: %v", err)
+		}
+		return size / time.Since(t0).Seconds() / (1 << 20)
+	}
+	var pipe, tty, kernel float64
 	var grew int64
 	b.ResetTimer()
 	for range b.N {
@@ -208,11 +224,16 @@ func BenchmarkTTYFlood(b *testing.B) {
 		before := hwmKB(b)
 		tty += flood(true)
 		grew = max(grew, hwmKB(b)-before)
+		kernel += script()
 	}
 	n := float64(b.N)
 	b.ReportMetric(pipe/n, "pipe-MiB/s")
 	b.ReportMetric(tty/n, "tty-MiB/s")
+	b.ReportMetric(kernel/n, "script-MiB/s")
 	b.ReportMetric(tty/pipe, "tty/pipe")
+	if kernel > 0 {
+		b.ReportMetric(tty/kernel, "tty/script")
+	}
 	b.ReportMetric(float64(grew), "hwm-growth-kB")
 }
 
