@@ -32,6 +32,8 @@ type JobOutputInput struct {
 type JobInputInput struct {
 	ID    string `json:"id" jsonschema:"the ID of a job started with interactive: true"`
 	Data  string `json:"data,omitempty" jsonschema:"text to write to the job's stdin (include the newline a line needs)"`
+	// Chars is Codex's write_stdin name for the same bytes.
+	Chars string `json:"chars,omitempty" jsonschema:"the same as data, under the name Codex's write_stdin uses (raw bytes: \u0003 is Ctrl-C on a terminal); give one of the two"`
 	Close bool   `json:"close,omitempty" jsonschema:"close stdin after writing (end of input)"`
 	// Yield, when set, waits for the answer and returns it (stdout).
 	Yield float64 `json:"yield,omitempty" jsonschema:"seconds to wait for the job's answer on stdout (returned early once it pauses for 100 ms), 0 to 30; 0 or absent returns at once"`
@@ -186,6 +188,12 @@ func outputText(out supervisor.JobOutput, cursorless bool) string {
 }
 
 func (s *Server) jobInputTool(ctx context.Context, req *mcp.CallToolRequest, in JobInputInput) (*mcp.CallToolResult, JobInputResult, error) {
+	if in.Chars != "" {
+		if in.Data != "" {
+			return nil, JobInputResult{}, toolError(errorf(ErrInvalidArgument, "give data or chars, not both"))
+		}
+		in.Data = in.Chars
+	}
 	res := JobInputResult{ID: in.ID, Written: len(in.Data), Closed: in.Close}
 	if in.Yield != 0 {
 		yield, err := seconds(in.Yield, "yield", 0, supervisor.MaxOutputWait)

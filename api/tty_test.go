@@ -153,7 +153,7 @@ func TestMCPBashTTY(t *testing.T) {
 	if sc.Cols != 60 || sc.Rows != 40 || sc.Lines[0] != "Password:" {
 		t.Errorf("job_screen: %+v", sc)
 	}
-	r, _ = cs.CallTool(ctx, &mcp.CallToolParams{Name: "job_input", Arguments: map[string]any{"id": res.JobID, "data": "abc\r", "yield": 20}})
+	r, _ = cs.CallTool(ctx, &mcp.CallToolParams{Name: "job_input", Arguments: map[string]any{"id": res.JobID, "chars": "abc\r", "yield": 20}})
 	if text := toolText(r); !strings.Contains(text, "len 3") || strings.Contains(text, "abc") {
 		t.Errorf("job_input: %s", text)
 	}

@@ -164,6 +164,9 @@ func (s *Supervisor) ResizeJob(id string, sz TTYSize) error {
 		return stdinError("job %s has exited", id)
 	}
 	if err := j.term.setSize(sz); err != nil {
+		if errors.Is(err, os.ErrClosed) {
+			return stdinError("job %s has exited", id) // its end closed the terminal
+		}
 		return err
 	}
 	j.mu.Lock()
