@@ -30,8 +30,8 @@ type JobOutputInput struct {
 
 // JobInputInput is the arguments of the MCP tool job_input.
 type JobInputInput struct {
-	ID    string `json:"id" jsonschema:"the ID of a job started with interactive: true"`
-	Data  string `json:"data,omitempty" jsonschema:"text to write to the job's stdin (include the newline a line needs)"`
+	ID   string `json:"id" jsonschema:"the ID of a job started with interactive: true"`
+	Data string `json:"data,omitempty" jsonschema:"text to write to the job's stdin (include the newline a line needs)"`
 	// Chars is Codex's write_stdin name for the same bytes.
 	Chars string `json:"chars,omitempty" jsonschema:"the same as data, under the name Codex's write_stdin uses (raw bytes: \u0003 is Ctrl-C on a terminal); give one of the two"`
 	Close bool   `json:"close,omitempty" jsonschema:"close stdin after writing (end of input)"`

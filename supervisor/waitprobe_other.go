@@ -9,7 +9,7 @@ import "os"
 const canWatchInput = false
 
 func findReader([]int, inputTarget, []byte) (reader, bool) { return reader{}, false }
-func recheck(reader, inputTarget, []byte) (reader, bool)    { return reader{}, false }
+func recheck(reader, inputTarget, []byte) (reader, bool)   { return reader{}, false }
 func pipeLink(*os.File) string                             { return "" }
 func pipeUnread(*os.File) int                              { return 0 }
 func procArgv(int) []string                                { return nil }
