@@ -76,13 +76,12 @@ func (s *screen) reset(sz TTYSize) {
 	})
 	// The emulator answers queries (device attributes, cursor reports)
 	// into a pipe a real terminal would send to the program; this screen
-	// is a view that answers nothing, so the answers are read and dropped
-	// (unread, they would block its Write). The goroutine ends at Close.
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		io.Copy(io.Discard, em)
-	}()
+	// is a view that answers nothing. With the pipe's write end closed the
+	// answers fail at once instead of blocking the emulator's Write until
+	// someone reads them.
+	if c, ok := em.InputPipe().(io.Closer); ok {
+		c.Close()
+	}
 	s.em = em
 }
 
@@ -153,16 +152,15 @@ func (s *screen) tui() bool {
 	return s.alt || s.moves > max(s.lines, 8)
 }
 
-// close stops the emulator and waits for its reader goroutine. A snapshot
-// after it still shows the last screen.
+// close stops the emulator. A snapshot after it still shows the last
+// screen.
 func (s *screen) close() {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if !s.closed && s.em != nil {
 		s.em.Close()
 	}
 	s.closed = true
-	s.mu.Unlock()
-	s.wg.Wait()
 }
 
 // view returns the model view of a terminal command's stdout: the stream's
