@@ -32,9 +32,9 @@ func (s *Supervisor) runYielding(ctx context.Context, v validated) (Result, erro
 		// A watched command (docs/terminals.md) yields as soon as it
 		// waits for input, too.
 		var woken <-chan struct{}
-		if j.watch != nil {
+		if j.watch != nil && v.Yield > 0 {
 			woken = j.waiter()
-			if w, _ := j.currentWait(); w != nil && v.Yield > 0 {
+			if w, _ := j.currentWait(); w != nil {
 				return s.handOver(j, p, g, w), nil
 			}
 		}
