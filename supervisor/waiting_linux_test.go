@@ -156,22 +156,26 @@ func st0(s *Supervisor, id string) time.Time {
 
 // negatives are programs that block without waiting for the job's input:
 // sleeping, reading a pipe fed inside their tree, a socket, a FIFO, inotify.
-func negatives(t *testing.T) []struct{ name, cmd string } {
+func negatives(t *testing.T) []negative {
 	dir := t.TempDir()
 	mk := filepath.Join(dir, "Makefile")
 	os.WriteFile(mk, []byte("all: a b\na:\n\tsleep 30\nb:\n\tsleep 30\n"), 0o644)
 	log := filepath.Join(dir, "log")
 	os.WriteFile(log, []byte("x\n"), 0o644)
-	return []struct{ name, cmd string }{
-		{"sleep", `sleep 30`},
-		{"pipe-in-tree", `yes | head -c 1G | cat >/dev/null`},
-		{"socket-server", `python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(); s.accept()'`},
-		{"socket-read", `python3 -c 'import socket, os; a, b = socket.socketpair(); os.read(a.fileno(), 1)'`},
-		{"fifo", `f="$(mktemp -u)"; mkfifo "$f"; cat <>"$f"`},
-		{"make-j2", `make -s -j2 -f ` + mk},
-		{"tail-f", `tail -f ` + log},
+	return []negative{
+		{"sleep", `sleep 30`, "sleep"},
+		{"pipe-in-tree", `yes | head -c 1G | cat >/dev/null`, "cat"},
+		{"socket-server", `python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(); s.accept()'`, "python3"},
+		{"socket-read", `python3 -c 'import socket, os; a, b = socket.socketpair(); os.read(a.fileno(), 1)'`, "python3"},
+		{"fifo", `f="$(mktemp -u)"; mkfifo "$f"; cat <>"$f"`, "cat"},
+		{"make-j2", `make -s -j2 -f ` + mk, "sleep"},
+		{"tail-f", `tail -f ` + log, "tail"},
 	}
 }
+
+// negative is a program that blocks without waiting for the job's input;
+// comm names the process whose presence in the tree starts the watch.
+type negative struct{ name, cmd, comm string }
 
 // TestWaitingNegatives: none of the negatives is ever reported waiting, on a
 // stdin pipe or a terminal, over a few seconds of scans.
@@ -183,7 +187,7 @@ func TestWaitingNegatives(t *testing.T) {
 		for _, tty := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/tty=%v", tc.name, tty), func(t *testing.T) {
 				t.Parallel()
-				neverWaits(t, s, tc.cmd, tty, 3*time.Second)
+				neverWaits(t, s, tc, tty, 3*time.Second)
 			})
 		}
 	}
@@ -197,21 +201,23 @@ func TestWaitingNegativesHundred(t *testing.T) {
 	for _, tc := range negatives(t) {
 		t.Run(tc.name, func(t *testing.T) {
 			for i := range 100 {
-				neverWaits(t, s, tc.cmd, i%2 == 1, 300*time.Millisecond)
+				neverWaits(t, s, tc, i%2 == 1, 300*time.Millisecond)
 			}
 		})
 	}
 }
 
-// neverWaits runs cmd as a job for about d after its start and fails if it
-// is ever reported waiting.
-func neverWaits(t *testing.T, s *Supervisor, cmd string, tty bool, d time.Duration) {
+// neverWaits runs a negative as a job, and for d after its process
+// appeared in the tree, fails if it is ever reported waiting.
+func neverWaits(t *testing.T, s *Supervisor, neg negative, tty bool, d time.Duration) {
 	t.Helper()
+	cmd := neg.cmd
 	req := JobRequest{Request: Request{Command: cmd}, Interactive: !tty}
 	if tty {
 		req.TTY = &TTYSize{}
 	}
 	st := startJob(t, s, req)
+	awaitComm(t, s, st.ID, neg.comm)
 	end := time.Now().Add(d)
 	for time.Now().Before(end) {
 		info, err := s.Job(st.ID)
