@@ -248,8 +248,10 @@ func sortProcesses(ps []Process) {
 
 // WatchPipes records the descriptors of the read ends of the pipes given to
 // the child (stdout, stderr); their inodes identify the processes that hold
-// the write ends. They must stay open as long as KillPipeHolders may be
-// called; the Tree does not close them. Only Linux uses them.
+// the write ends. A pseudo-terminal's master may be given too: the holders
+// of its slave are then the ones found. They must stay open as long as
+// KillPipeHolders may be called; the Tree does not close them. Only Linux
+// uses them.
 func (t *Tree) WatchPipes(readEnds ...int) {
 	t.mu.Lock()
 	t.pipes = append(t.pipes, readEnds...)

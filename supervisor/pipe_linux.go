@@ -65,7 +65,14 @@ func (o *outputs) useTerminal(fd int) {
 // watch tells the tree which pipes are the command's, for the pipe-holder
 // scan. The descriptors stay open (as themselves or inside f) until close,
 // after the last scan.
-func (o *outputs) watch(p *proc) { p.tree.WatchPipes(o.fd[0], o.fd[1]) }
+// A terminal's master (o.fd[0], with no stderr) stands for its slave.
+func (o *outputs) watch(p *proc) {
+	if o.fd[1] < 0 {
+		p.tree.WatchPipes(o.fd[0])
+		return
+	}
+	p.tree.WatchPipes(o.fd[0], o.fd[1])
+}
 
 // file hands stream i's descriptor to the runtime's poller as an *os.File.
 func (o *outputs) file(i streamIndex) *os.File {

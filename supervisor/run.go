@@ -231,9 +231,7 @@ func (s *Supervisor) start(v validated) (_ *proc, retErr error) {
 		stdinR.Close()
 	}
 	p.cmd, p.tree = cmd, tree
-	if p.term == nil {
-		p.outs.watch(p)
-	}
+	p.outs.watch(p)
 	p.log.Debug().Int("pid", tree.Pid()).Str("tier", string(tree.Tier())).Msg("started")
 
 	s.started.Add(1)
