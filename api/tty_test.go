@@ -162,3 +162,22 @@ func TestMCPBashTTY(t *testing.T) {
 		t.Errorf("cols without tty: %s", toolText(r))
 	}
 }
+
+// TestBatchTTY: a batch item with tty runs on a terminal of its size, the
+// others on pipes.
+func TestBatchTTY(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	code, b := e.do(context.Background(), "POST", "/v1/batch",
+		`{"requests":[{"command":"stty size","tty":{"cols":33,"rows":11}},{"command":"stty size 2>&1; true"}]}`)
+	var res supervisor.BatchResult
+	if err := json.Unmarshal(b, &res); code != http.StatusOK || err != nil || len(res.Results) != 2 {
+		t.Fatalf("batch: %d %s", code, b)
+	}
+	if got := res.Results[0].Stdout; got != "11 33\n" {
+		t.Errorf("the tty item: stdout %q", got)
+	}
+	if got := res.Results[1].Stdout; !strings.Contains(got, "stty:") {
+		t.Errorf("the pipe item: stdout %q, want stty's complaint that stdin is no terminal", got)
+	}
+}
