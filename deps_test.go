@@ -17,16 +17,20 @@ var layers = map[string][]string{
 	"internal/utf8cut":  nil,
 	"internal/loopback": nil,
 	"internal/heapsize": nil,
-	"capture":           {"internal/lines"},
-	"ringtail":          {"internal/lines", "internal/heapsize", "github.com/smallnest/ringbuffer"},
-	"budget":            {"internal/lines", "internal/utf8cut"},
-	"spill":             {"golang.org/x/sys"},
-	"killtree":          {"golang.org/x/sys"},
-	"journal":           {"spill", "go.etcd.io/bbolt"},
+	// The bash state protocol: pure, no process started.
+	"internal/shellstate": nil,
+	"capture":             {"internal/lines"},
+	"ringtail":            {"internal/lines", "internal/heapsize", "github.com/smallnest/ringbuffer"},
+	"budget":              {"internal/lines", "internal/utf8cut"},
+	"spill":               {"golang.org/x/sys"},
+	// killtree's readers of /proc and small kernel files: a leaf.
+	"killtree/internal/procfs": {"golang.org/x/sys"},
+	"killtree":                 {"killtree/internal/procfs", "golang.org/x/sys"},
+	"journal":                  {"spill", "go.etcd.io/bbolt"},
 	// creack/pty and charmbracelet/x/vt: the terminals of tty commands and
 	// their screens (docs/terminals.md).
 	"supervisor": {"capture", "ringtail", "budget", "spill", "killtree", "journal", "internal/lines",
-		"internal/utf8cut", "internal/heapsize", "github.com/rs/zerolog", "golang.org/x/sys",
+		"internal/utf8cut", "internal/shellstate", "internal/heapsize", "github.com/rs/zerolog", "golang.org/x/sys",
 		"github.com/creack/pty", "github.com/charmbracelet/x/vt"},
 	"api": {"supervisor", "spill", "budget", "journal", "api/...", "internal/loopback", "github.com/rs/zerolog",
 		"github.com/modelcontextprotocol/go-sdk", "github.com/google/jsonschema-go",

@@ -186,7 +186,7 @@ func (s *Server) bashTool(ctx context.Context, req *mcp.CallToolRequest, in Bash
 	}
 	r, err := ExecRequest{Command: in.Command, Timeout: in.Timeout, Cwd: in.Cwd, Yield: in.Yield,
 		Session: cmp.Or(in.Session, s.mcpSession(req)), ResetSession: in.Restart, Limits: in.Limits,
-		TTY: tty}.request(s.sup.MaxTimeout())
+		TTY: tty}.request(s.sup.Bounds().MaxTimeout)
 	if err != nil {
 		s.metrics.outcome(OutcomeInvalid)
 		return nil, nil, toolError(err)

@@ -80,8 +80,8 @@ func (j *job) size() *TTYSize {
 // begins: the job's ID and the wait. f is called from the job's watch and
 // must not block; remove unregisters it (after it returns, f is not called
 // again). Safe for concurrent use.
-func (s *Supervisor) OnWaiting(f func(jobID string, w Waiting)) (remove func()) {
-	return s.waitHooks.add(f)
+func (h *Jobs) OnWaiting(f func(jobID string, w Waiting)) (remove func()) {
+	return h.s.waitHooks.add(f)
 }
 
 // hooks is a set of callbacks, safe for concurrent use.

@@ -24,6 +24,7 @@ const interruptedNote = "[corral: this command's result was never recorded: the 
 // journalState is the Supervisor's side of the journal.
 type journalState struct {
 	errors  atomic.Int64
+	offline atomic.Bool     // the journal went offline (logged once)
 	retryMu sync.Mutex      // serialises the retries
 	retry   []pendingFinish // guarded by retryMu; finishes that failed, oldest first
 	mu      sync.Mutex
@@ -55,7 +56,7 @@ func (s *Supervisor) openJournal() error {
 	if n > 0 {
 		s.log.Warn().Int("entries", n).Msg("journal: completed the entries of commands the previous server did not finish")
 	}
-	s.SweepSessions()
+	s.Sessions().Sweep()
 	s.js.stop, s.js.done = make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(s.js.done)
@@ -66,7 +67,7 @@ func (s *Supervisor) openJournal() error {
 			case <-s.js.stop:
 				return
 			case <-t.C:
-				s.SweepSessions()
+				s.Sessions().Sweep()
 			}
 		}
 	}()
@@ -114,6 +115,7 @@ func (p *proc) journalStart() {
 	st, err := s.journal.Start(p.v.Session, p.v.Command, p.begin)
 	if err != nil {
 		s.journalFailed(err, "start")
+		p.jfail = err
 		return
 	}
 	p.jst = &st
@@ -121,15 +123,22 @@ func (p *proc) journalStart() {
 
 // journalFinish completes p's entry with res, setting res.ID first; the
 // session's working directory goes with it when the command carried state.
-// A failed write is logged, counted and retried before the next start.
+// A failed write is logged, counted and retried before the next start;
+// when the journal is offline (or the entry could not be started) res
+// goes out without an ID and with a note saying it was not journaled.
 func (p *proc) journalFinish(res *Result) {
 	if p.jst == nil {
+		if p.jfail != nil {
+			res.Stderr = withNote(res.Stderr, notJournaled(p.jfail))
+		}
 		return
 	}
 	res.ID = p.jst.ID
 	data, err := marshalResult(*res)
 	if err != nil {
 		p.s.journalFailed(err, "finish")
+		res.ID = ""
+		res.Stderr = withNote(res.Stderr, notJournaled(err))
 		return
 	}
 	cwd := ""
@@ -142,6 +151,10 @@ func (p *proc) journalFinish(res *Result) {
 	case errors.Is(err, journal.ErrNotFound):
 		// The session was deleted (or swept) while the command ran.
 		res.ID = ""
+	case errors.Is(err, journal.ErrOffline):
+		p.s.journalFailed(err, "finish")
+		res.ID = ""
+		res.Stderr = withNote(res.Stderr, notJournaled(err))
 	default:
 		p.s.journalFailed(err, "finish")
 		p.s.js.retryMu.Lock()
@@ -178,15 +191,38 @@ func (s *Supervisor) retryFinishes() {
 	}
 }
 
+// journalFailed logs and counts a journal failure. The journal going
+// offline (a storage fault: journal's fault.go) is logged once, loudly;
+// the failures that follow from it are counted only.
 func (s *Supervisor) journalFailed(err error, what string) {
 	s.js.errors.Add(1)
-	s.log.Error().Err(err).Str("op", what).Msg("journal write failed; the command's Result is returned without it")
+	if !errors.Is(err, journal.ErrOffline) {
+		s.log.Error().Err(err).Str("op", what).Msg("journal write failed; the command's Result is returned without it")
+		return
+	}
+	if s.js.offline.CompareAndSwap(false, true) {
+		s.log.Error().Err(err).Str("op", what).Msg("JOURNAL OFFLINE: a storage fault took the journal offline. Commands go on running " +
+			"and answering, but no Result is journaled (each says so) until corral restarts; the restart checks the store and " +
+			"refuses it if it is damaged")
+	}
 }
 
-// SweepSessions deletes the sessions idle longer than the journal's
+// notJournaled is the stderr note of a Result the journal did not take
+// because of err (docs/journal.md).
+func notJournaled(err error) string {
+	if errors.Is(err, journal.ErrOffline) {
+		return "[corral: this Result was not journaled: the journal is offline after a storage fault (the server's log names it); " +
+			"it has no id and the session's history will not list it.]"
+	}
+	return "[corral: this Result was not journaled: a journal write failed (the server's log says why); " +
+		"it has no id and the session's history will not list it.]"
+}
+
+// Sweep deletes the sessions idle longer than the journal's
 // retention, with their spill files and state, except those with a command
 // or job running. It returns the IDs it swept; nil without a journal.
-func (s *Supervisor) SweepSessions() []string {
+func (h *Sessions) Sweep() []string {
+	s := h.s
 	if s.journal == nil {
 		return nil
 	}
@@ -200,7 +236,7 @@ func (s *Supervisor) SweepSessions() []string {
 				s.log.Warn().Err(err).Str("session", id).Msg("remove the spills of a swept session")
 			}
 		}
-		s.ForgetSession(id)
+		h.Forget(id)
 	}
 	if len(swept) > 0 {
 		s.log.Info().Strs("sessions", swept).Msg("swept idle sessions")
@@ -209,7 +245,7 @@ func (s *Supervisor) SweepSessions() []string {
 }
 
 // Journal is the journal of Config.Journal, nil when there is none.
-func (s *Supervisor) Journal() *journal.Journal { return s.journal }
+func (h *Sessions) Journal() *journal.Journal { return h.s.journal }
 
 // busy counts the commands and jobs running per session, for the sweep.
 func (s *Supervisor) busy(session string, delta int) {
@@ -243,9 +279,10 @@ func (s *Supervisor) journaledCwd(session string) string {
 	return info.Cwd
 }
 
-// SessionJobs lists the jobs of a session, running or retained, oldest
+// Jobs lists the jobs of a session, running or retained, oldest
 // first.
-func (s *Supervisor) SessionJobs(id string) []JobInfo {
+func (h *Sessions) Jobs(id string) []JobInfo {
+	s := h.s
 	s.jobs.mu.Lock()
 	var jobs []*job
 	for _, j := range s.jobs.jobs {
@@ -262,12 +299,13 @@ func (s *Supervisor) SessionJobs(id string) []JobInfo {
 	return out
 }
 
-// DeleteSession kills the session's running jobs (their trees; their
+// Delete kills the session's running jobs (their trees; their
 // Results are journaled first), then deletes its journal entries and
 // batches, its spill files and its state. Commands of it still running go
 // on; their Results then carry no ID. It is no error when the session has
 // nothing of these.
-func (s *Supervisor) DeleteSession(id string) error {
+func (h *Sessions) Delete(id string) error {
+	s := h.s
 	s.jobs.mu.Lock()
 	var running []*job
 	for _, j := range s.jobs.jobs {
@@ -293,6 +331,6 @@ func (s *Supervisor) DeleteSession(id string) error {
 			errs = append(errs, err)
 		}
 	}
-	s.ForgetSession(id)
+	h.Forget(id)
 	return errors.Join(errs...)
 }

@@ -204,11 +204,11 @@ func (sc Screen) promptLine() string {
 	return clipPrompt(strings.TrimRight(string(line), " "))
 }
 
-// JobScreen renders the terminal of a job run with a TTY as it looks now
+// Screen renders the terminal of a job run with a TTY as it looks now
 // (after its end: as the job left it). Errors: ErrNotFound, ErrNoTerminal
 // for a job without a terminal.
-func (s *Supervisor) JobScreen(id string) (Screen, error) {
-	j, err := s.jobs.get(id)
+func (h *Jobs) Screen(id string) (Screen, error) {
+	j, err := h.s.jobs.get(id)
 	if err != nil {
 		return Screen{}, err
 	}

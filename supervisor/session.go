@@ -12,8 +12,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/corral-sh/corral/internal/shellstate"
 	"github.com/corral-sh/corral/killtree"
 )
+
+// MaxSessionStateBytes bounds a session's saved state as the shell reports
+// it. A larger state is not saved, and the Result's stderr note says so.
+const MaxSessionStateBytes = 256 << 10
 
 // DefaultMaxSessions bounds the sessions a Supervisor keeps state for.
 const DefaultMaxSessions = 1024
@@ -54,7 +59,7 @@ type sessionTable struct {
 	m   map[string]*session // guarded by mu
 
 	// scripts are the shared start-up scripts (Linux: statechan_linux.go),
-	// one per startScript variant: see scriptIndex.
+	// one per shellstate.Script variant: see scriptIndex.
 	scripts [3]struct {
 		once sync.Once
 		f    *os.File
@@ -62,7 +67,7 @@ type sessionTable struct {
 	}
 }
 
-// scriptIndex numbers the startScript variants: tracked, tracked and
+// scriptIndex numbers the shellstate.Script variants: tracked, tracked and
 // gated, gated.
 func scriptIndex(tracked, gated bool) int {
 	switch {
@@ -89,7 +94,7 @@ type stateStart struct {
 	gated bool     // the script holds the start gate (journalgate.go)
 	extra []string // what the child's environment gains (stateEnv)
 
-	// static: the command cannot change the state (leavesStateAlone), so
+	// static: the command cannot change the state (shellstate.LeavesAlone), so
 	// it reports none and the state it starts with is saved instead: the
 	// shell's working directory and environment, set by prepare.
 	static   bool
@@ -108,31 +113,15 @@ func (s *Supervisor) tracked(v validated) bool {
 // channel that carries its state back (stateChannel). The caller prepares
 // the command with it and tells it when the command started, or abandons it.
 func (s *Supervisor) beginState(v validated, gated bool) (*stateStart, error) {
-	t := &s.sessions
-	t.mu.Lock()
-	sess := t.m[v.Session]
-	now := time.Now()
-	resumed := ""
-	if sess == nil {
-		t.evictLocked()
-		wd, _ := os.Getwd()
-		sess = &session{id: v.Session, startDir: cmp.Or(v.Dir, wd), created: now}
-		// A session the journal knows and memory does not (corral
-		// restarted, or evicted it): its working directory resumes, its
-		// variables are gone.
-		if cwd := s.journaledCwd(v.Session); cwd != "" && !v.ResetSession {
-			sess.cwd, resumed = cwd, cwd
-		}
-		t.m[v.Session] = sess
+	// A session the journal knows and memory does not (corral restarted,
+	// or evicted it): its working directory resumes, its variables are
+	// gone. The journal is read before the table is locked: no storage
+	// I/O under the table's lock.
+	journaled := ""
+	if !v.ResetSession && !s.knownSession(v.Session) {
+		journaled = s.journaledCwd(v.Session)
 	}
-	if v.ResetSession {
-		sess.cwd, sess.env = "", nil
-	}
-	sess.used = now
-	sess.running++
-	st := &stateStart{sess: sess, dir: v.Dir, env: sess.env}
-	cwd := sess.cwd
-	t.mu.Unlock()
+	st, cwd, resumed := s.enterSession(v, journaled)
 	if resumed != "" {
 		st.note = fmt.Sprintf("[corral: this session's exported variables were reset to the server's environment "+
 			"(corral restarted, or forgot the idle session); its working directory %s was kept.]", resumed)
@@ -142,7 +131,7 @@ func (s *Supervisor) beginState(v validated, gated bool) (*stateStart, error) {
 		if fi, err := os.Stat(cwd); err == nil && fi.IsDir() {
 			st.dir = cwd
 		} else {
-			st.dir = sess.startDir
+			st.dir = st.sess.startDir
 			if fi, err := os.Stat(st.dir); err != nil || !fi.IsDir() {
 				st.dir = ""
 			}
@@ -162,7 +151,7 @@ func (s *Supervisor) beginState(v validated, gated bool) (*stateStart, error) {
 	if val, ok := v.Env["BASH_ENV"]; ok {
 		bashEnv, hasBashEnv = val, true
 	}
-	if !hasBashEnv && !testHookAlwaysReport && leavesStateAlone(v.Command) && plainEnv(envNow) && plainEnv(envOf(v.Env)) &&
+	if !hasBashEnv && !testHookAlwaysReport && shellstate.LeavesAlone(v.Command) && shellstate.PlainEnv(envNow) && shellstate.PlainEnv(envOf(v.Env)) &&
 		listingBound(envNow)+listingBound(envOf(v.Env)) <= MaxSessionStateBytes/2 {
 		st.static = true
 		return st, nil
@@ -172,8 +161,44 @@ func (s *Supervisor) beginState(v validated, gated bool) (*stateStart, error) {
 		s.endState(st, nil)
 		return nil, fmt.Errorf("supervisor: session state: %w", err)
 	}
-	st.extra = stateEnv(bashEnv, hasBashEnv)
+	st.extra = shellstate.Env(bashEnv, hasBashEnv)
 	return st, nil
+}
+
+// knownSession reports whether the table holds the session.
+func (s *Supervisor) knownSession(id string) bool {
+	t := &s.sessions
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.m[id] != nil
+}
+
+// enterSession finds or makes v's session in the table (a new one resumes
+// journaled, the working directory the journal keeps for it, unless it
+// is reset), applies a reset and counts the command as running in it. It
+// returns the command's start and the session's working directory, and
+// resumed: the journaled directory when the session resumed it.
+func (s *Supervisor) enterSession(v validated, journaled string) (st *stateStart, cwd, resumed string) {
+	t := &s.sessions
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	sess := t.m[v.Session]
+	now := time.Now()
+	if sess == nil {
+		t.evictLocked()
+		wd, _ := os.Getwd()
+		sess = &session{id: v.Session, startDir: cmp.Or(v.Dir, wd), created: now}
+		if journaled != "" && !v.ResetSession {
+			sess.cwd, resumed = journaled, journaled
+		}
+		t.m[v.Session] = sess
+	}
+	if v.ResetSession {
+		sess.cwd, sess.env = "", nil
+	}
+	sess.used = now
+	sess.running++
+	return &stateStart{sess: sess, dir: v.Dir, env: sess.env}, sess.cwd, resumed
 }
 
 // testHookAlwaysReport, set by a test, makes every tracked command report
@@ -235,10 +260,10 @@ func (s *Supervisor) finishState(st *stateStart, exitedByItself bool) (cwd, note
 	case r.tooLong:
 		notes = append(notes, tooLongNote)
 	default:
-		dir, env, err := parseState(r.data)
+		dir, env, err := shellstate.Parse(r.data)
 		if err == nil {
 			saved = &savedState{cwd: dir, env: s.keepEnv(env)}
-		} else if !errors.Is(err, errStateMissing) {
+		} else if !errors.Is(err, shellstate.ErrMissing) {
 			s.log.Warn().Err(err).Str("session", st.sess.id).Msg("session state not saved")
 		}
 	}
@@ -261,7 +286,7 @@ func (s *Supervisor) staticState(st *stateStart) *savedState {
 	if p, err := filepath.EvalSymlinks(dir); err == nil {
 		dir = p
 	}
-	return &savedState{cwd: dir, env: s.keepEnv(exportsOf(st.startEnv))}
+	return &savedState{cwd: dir, env: s.keepEnv(shellstate.Exports(st.startEnv))}
 }
 
 // listingBound bounds the bytes of the `export -p` lines env becomes:
@@ -306,7 +331,7 @@ func (s *Supervisor) keepEnv(env []string) []string {
 	return slices.DeleteFunc(env, func(kv string) bool {
 		k, v, _ := strings.Cut(kv, "=")
 		switch k {
-		case RunIDEnv, killtree.EnvTag, userBashEnv, "PWD", "OLDPWD", "SHLVL", "_":
+		case RunIDEnv, killtree.EnvTag, shellstate.UserBashEnv, "PWD", "OLDPWD", "SHLVL", "_":
 			return true
 		}
 		if d, ok := defaults[k]; ok && d == v {
@@ -354,8 +379,9 @@ func (sess *session) info() SessionInfo {
 		Running: sess.running, CreatedAt: sess.created, LastUsedAt: sess.used}
 }
 
-// Sessions lists the sessions that carry state, most recently used first.
-func (s *Supervisor) Sessions() []SessionInfo {
+// List lists the sessions that carry state, most recently used first.
+func (h *Sessions) List() []SessionInfo {
+	s := h.s
 	t := &s.sessions
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -367,9 +393,10 @@ func (s *Supervisor) Sessions() []SessionInfo {
 	return out
 }
 
-// Session describes one session; ok is false when the Supervisor keeps no
+// Get describes one session; ok is false when the Supervisor keeps no
 // state for it.
-func (s *Supervisor) Session(id string) (SessionInfo, bool) {
+func (h *Sessions) Get(id string) (SessionInfo, bool) {
+	s := h.s
 	t := &s.sessions
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -380,9 +407,10 @@ func (s *Supervisor) Session(id string) (SessionInfo, bool) {
 	return sess.info(), true
 }
 
-// ForgetSession drops a session's state; its running commands go on, and
+// Forget drops a session's state; its running commands go on, and
 // what they report is not saved. It reports whether there was state.
-func (s *Supervisor) ForgetSession(id string) bool {
+func (h *Sessions) Forget(id string) bool {
+	s := h.s
 	t := &s.sessions
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -192,12 +192,15 @@ type Stats struct {
 	// JournalErrors counts journal writes that failed (the Results went
 	// out without them).
 	JournalErrors int64
+	// JournalOffline is set once a storage fault took the journal offline
+	// (journal.ErrOffline): until a restart no Result is journaled.
+	JournalOffline bool
 }
 
 // Stats returns the running totals.
 func (s *Supervisor) Stats() Stats {
 	return Stats{Running: s.running.Load(), Started: s.started.Load(), DrainedBytes: s.drained.Load(),
-		JournalErrors: s.js.errors.Load()}
+		JournalErrors: s.js.errors.Load(), JournalOffline: s.journal != nil && s.journal.Offline() != nil}
 }
 
 // New validates cfg, detects the containment and returns a Supervisor.
@@ -279,9 +282,6 @@ func New(cfg Config) (*Supervisor, error) {
 
 // Tier names the containment tier commands run in.
 func (s *Supervisor) Tier() killtree.Tier { return s.trees.Tier() }
-
-// MaxTimeout is the largest timeout a request may ask for.
-func (s *Supervisor) MaxTimeout() time.Duration { return s.maxTimeout }
 
 // User names the user commands run as and the working directory of a request
 // without Dir; both are "" when commands run as this process's user.

@@ -140,12 +140,12 @@ func (p *proc) openOutputs() (wOut, wErr *os.File, err error) {
 // INVALID_ARGUMENT; it also matches ErrInvalidRequest.
 var ErrNoTerminal = errors.New("supervisor: the job has no terminal")
 
-// ResizeJob sets the size of the terminal of a running job; the kernel sends
+// Resize sets the size of the terminal of a running job; the kernel sends
 // SIGWINCH to its foreground process group. Errors: ErrNotFound,
 // ErrInvalidRequest for a bad size, ErrNoTerminal for a job without a
 // terminal, ErrJobStdin (which is also ErrInvalidRequest) once it exited.
-func (s *Supervisor) ResizeJob(id string, sz TTYSize) error {
-	j, err := s.jobs.get(id)
+func (h *Jobs) Resize(id string, sz TTYSize) error {
+	j, err := h.s.jobs.get(id)
 	if err != nil {
 		return err
 	}

@@ -31,7 +31,7 @@ func BenchmarkWaitingLatency(b *testing.B) {
 		b.Run(map[bool]string{false: "pipe", true: "tty"}[tty], func(b *testing.B) {
 			s := newSup(b, Config{})
 			seen := make(chan time.Time, 1)
-			defer s.OnWaiting(func(string, Waiting) {
+			defer s.Jobs().OnWaiting(func(string, Waiting) {
 				select {
 				case seen <- time.Now():
 				default:
@@ -42,11 +42,11 @@ func BenchmarkWaitingLatency(b *testing.B) {
 			if tty {
 				req.TTY = &TTYSize{}
 			}
-			st, err := s.StartJob(req)
+			st, err := s.Jobs().Start(req)
 			if err != nil {
 				b.Fatal(err)
 			}
-			defer s.KillJob(st.ID)
+			defer s.Jobs().Kill(st.ID)
 			var lat []time.Duration
 			b.ResetTimer()
 			for range b.N {
@@ -56,14 +56,14 @@ func BenchmarkWaitingLatency(b *testing.B) {
 				case <-time.After(30 * time.Second):
 					b.Fatal("no wait within 30 s")
 				}
-				out, err := s.JobOutput(context.Background(), st.ID, Stdout, CursorNext, 0)
+				out, err := s.Jobs().Output(context.Background(), st.ID, Stdout, CursorNext, 0)
 				if err != nil {
 					b.Fatal(err)
 				}
 				if printed, ok := lastEpoch(out.Data); ok {
 					lat = append(lat, at.Sub(printed))
 				}
-				if err := s.JobInput(st.ID, []byte("\n"), false); err != nil {
+				if err := s.Jobs().Input(st.ID, []byte("\n"), false); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -128,7 +128,7 @@ func BenchmarkWaitingIdle(b *testing.B) {
 					req.TTY = &TTYSize{}
 				}
 			}
-			st, err := s.StartJob(req)
+			st, err := s.Jobs().Start(req)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -138,7 +138,7 @@ func BenchmarkWaitingIdle(b *testing.B) {
 		deadline := time.Now().Add(60 * time.Second)
 		for _, id := range ids {
 			for watched && time.Now().Before(deadline) {
-				if info, _ := s.Job(id); info.Waiting != nil {
+				if info, _ := s.Jobs().Get(id); info.Waiting != nil {
 					break
 				}
 				time.Sleep(10 * time.Millisecond)
@@ -167,7 +167,7 @@ func BenchmarkWaitingIdle(b *testing.B) {
 			wall += time.Since(t0)
 		}
 		for _, id := range ids {
-			s.KillJob(id)
+			s.Jobs().Kill(id)
 		}
 		return 100 * used.Seconds() / wall.Seconds()
 	}

@@ -26,7 +26,7 @@ func awaitWaiting(t *testing.T, s *Supervisor, id string) (Waiting, time.Time) {
 	t.Helper()
 	deadline := time.Now().Add(detectWithin)
 	for time.Now().Before(deadline) {
-		info, err := s.Job(id)
+		info, err := s.Jobs().Get(id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -34,12 +34,12 @@ func awaitWaiting(t *testing.T, s *Supervisor, id string) (Waiting, time.Time) {
 			return *info.Waiting, time.Now()
 		}
 		if info.State == JobExited {
-			st, _ := s.JobStatus(id)
+			st, _ := s.Jobs().Status(id)
 			t.Fatalf("the job exited without waiting: %+v", st.Result)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	out, _ := s.JobOutput(context.Background(), id, Stdout, 0, 0)
+	out, _ := s.Jobs().Output(context.Background(), id, Stdout, 0, 0)
 	t.Fatalf("no wait reported within %v; output %q", detectWithin, out.Data)
 	return Waiting{}, time.Time{}
 }
@@ -136,7 +136,7 @@ func TestWaitingCorpus(t *testing.T) {
 				t.Errorf("waiting names no process: %+v", w)
 			}
 			if tc.tty {
-				sc, err := s.JobScreen(st.ID)
+				sc, err := s.Jobs().Screen(st.ID)
 				if err != nil || sc.AltScreen != tc.alt {
 					t.Errorf("screen altScreen %v (%v), want %v", sc.AltScreen, err, tc.alt)
 				}
@@ -150,7 +150,7 @@ const anyPrompt = "\x00any"
 
 // st0 is when the job started.
 func st0(s *Supervisor, id string) time.Time {
-	info, _ := s.Job(id)
+	info, _ := s.Jobs().Get(id)
 	return info.StartedAt
 }
 
@@ -220,7 +220,7 @@ func neverWaits(t *testing.T, s *Supervisor, neg negative, tty bool, d time.Dura
 	awaitComm(t, s, st.ID, neg.comm)
 	end := time.Now().Add(d)
 	for time.Now().Before(end) {
-		info, err := s.Job(st.ID)
+		info, err := s.Jobs().Get(st.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -229,7 +229,7 @@ func neverWaits(t *testing.T, s *Supervisor, neg negative, tty bool, d time.Dura
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	s.KillJob(st.ID)
+	s.Jobs().Kill(st.ID)
 }
 
 // TestTTYCtrlC: \u0003 typed into the terminal is a real Ctrl-C: the line
@@ -240,10 +240,10 @@ func TestTTYCtrlC(t *testing.T) {
 	s := newSup(t, Config{})
 	st := startJob(t, s, JobRequest{Request: Request{Command: `sleep 100`, TTY: &TTYSize{}}})
 	awaitComm(t, s, st.ID, "sleep")
-	if err := s.JobInput(st.ID, []byte("\x03"), false); err != nil {
+	if err := s.Jobs().Input(st.ID, []byte("\x03"), false); err != nil {
 		t.Fatal(err)
 	}
-	res, err := s.WaitJob(context.Background(), st.ID, 10*time.Second)
+	res, err := s.Jobs().Wait(context.Background(), st.ID, 10*time.Second)
 	if err != nil || res.Signal != "SIGINT" {
 		t.Errorf("sleep 100 after Ctrl-C: %v, signal %q, want SIGINT", err, res.Signal)
 	}
@@ -251,13 +251,13 @@ func TestTTYCtrlC(t *testing.T) {
 	st = startJob(t, s, JobRequest{Request: Request{Command: `trap 'echo trapped' INT; sleep 100; echo "rc=$?"; read -p "next? " x; echo "got $x"`,
 		TTY: &TTYSize{}}})
 	awaitComm(t, s, st.ID, "sleep")
-	s.JobInput(st.ID, []byte("\x03"), false)
+	s.Jobs().Input(st.ID, []byte("\x03"), false)
 	w, _ := awaitWaiting(t, s, st.ID)
 	if w.Prompt != "next?" {
 		t.Errorf("after Ctrl-C the shell waits with %+v, want the prompt next?", w)
 	}
-	s.JobInput(st.ID, []byte("yes\r"), false)
-	res, err = s.WaitJob(context.Background(), st.ID, 10*time.Second)
+	s.Jobs().Input(st.ID, []byte("yes\r"), false)
+	res, err = s.Jobs().Wait(context.Background(), st.ID, 10*time.Second)
 	if err != nil || res.ExitCode == nil || *res.ExitCode != 0 ||
 		!strings.Contains(res.Stdout, "trapped") || !strings.Contains(res.Stdout, "rc=130") || !strings.Contains(res.Stdout, "got yes") {
 		t.Errorf("the trapping shell: %v %q %v", err, res.Stdout, res.Signal)
@@ -300,7 +300,7 @@ func TestTTYTreeKilled(t *testing.T) {
 			s := newSup(t, Config{Containment: killtree.Config{Tier: tier}})
 			entry, marker := proctest.Marker(t)
 			k, v, _ := strings.Cut(entry, "=")
-			st, err := s.StartJob(JobRequest{Request: Request{
+			st, err := s.Jobs().Start(JobRequest{Request: Request{
 				Command: `setsid sleep 300 & nohup sleep 300 >/dev/null 2>&1 & echo up; sleep 300`,
 				Env:     map[string]string{k: v}, TTY: &TTYSize{}}})
 			if err != nil {
@@ -311,7 +311,7 @@ func TestTTYTreeKilled(t *testing.T) {
 			for len(proctest.Survivors(marker)) < 3 && time.Now().Before(deadline) {
 				time.Sleep(10 * time.Millisecond)
 			}
-			res, err := s.KillJob(st.ID)
+			res, err := s.Jobs().Kill(st.ID)
 			if err != nil || res.Kill.Tier != string(tier) || res.Kill.Processes < 3 {
 				t.Errorf("kill: %v, %+v", err, res.Kill)
 			}
@@ -333,18 +333,18 @@ func TestTTYSize(t *testing.T) {
 		TTY: &TTYSize{Cols: 80, Rows: 24}}})
 	awaitComm(t, s, st.ID, "bash")
 	time.Sleep(100 * time.Millisecond) // the trap is set before the loop runs
-	if err := s.ResizeJob(st.ID, TTYSize{Cols: 132, Rows: 43}); err != nil {
+	if err := s.Jobs().Resize(st.ID, TTYSize{Cols: 132, Rows: 43}); err != nil {
 		t.Fatal(err)
 	}
-	info, _ := s.Job(st.ID)
+	info, _ := s.Jobs().Get(st.ID)
 	if info.TTY == nil || *info.TTY != (TTYSize{Cols: 132, Rows: 43}) {
 		t.Errorf("job tty %+v after the resize", info.TTY)
 	}
-	out, err := s.JobOutput(context.Background(), st.ID, Stdout, 0, 10*time.Second)
+	out, err := s.Jobs().Output(context.Background(), st.ID, Stdout, 0, 10*time.Second)
 	if err != nil || !strings.Contains(out.Data, "43 132") {
 		t.Errorf("after the resize: %q %v", out.Data, err)
 	}
-	if err := s.ResizeJob(st.ID, TTYSize{Cols: 0, Rows: 3}); err == nil {
+	if err := s.Jobs().Resize(st.ID, TTYSize{Cols: 0, Rows: 3}); err == nil {
 		t.Error("a resize without cols was taken")
 	}
 }
@@ -360,11 +360,11 @@ func TestTTYVi(t *testing.T) {
 	if w, _ := awaitWaiting(t, s, st.ID); w.Kind != WaitKey {
 		t.Errorf("vi waits with %+v, want kind key", w)
 	}
-	s.JobInput(st.ID, []byte("ihello\x1b"), false)
+	s.Jobs().Input(st.ID, []byte("ihello\x1b"), false)
 	var sc Screen
 	deadline := time.Now().Add(detectWithin)
 	for time.Now().Before(deadline) {
-		sc, _ = s.JobScreen(st.ID)
+		sc, _ = s.Jobs().Screen(st.ID)
 		if sc.Lines[0] == "hello" {
 			break
 		}
@@ -373,8 +373,8 @@ func TestTTYVi(t *testing.T) {
 	if sc.Lines[0] != "hello" || !sc.AltScreen || sc.Cols != 80 || sc.Rows != 24 {
 		t.Errorf("screen after ihello<Esc>: %+v", sc)
 	}
-	s.JobInput(st.ID, []byte(":q!\r"), false)
-	res, err := s.WaitJob(context.Background(), st.ID, 20*time.Second)
+	s.Jobs().Input(st.ID, []byte(":q!\r"), false)
+	res, err := s.Jobs().Wait(context.Background(), st.ID, 20*time.Second)
 	if err != nil || res.ExitCode == nil || *res.ExitCode != 0 {
 		t.Errorf("vi after :q!: %v %+v", err, res)
 	}
@@ -389,16 +389,16 @@ func TestYieldOnWaiting(t *testing.T) {
 	begin := time.Now()
 	res := run(t, s, Request{Command: `read -p "first? " a; read -p "second? " b; echo "$a-$b"`,
 		TTY: &TTYSize{}, Yield: 60 * time.Second, Timeout: 120 * time.Second})
-	t.Cleanup(func() { s.KillJob(res.JobID) })
+	t.Cleanup(func() { s.Jobs().Kill(res.JobID) })
 	if !res.Running || res.JobID == "" || res.Waiting == nil || res.Waiting.Prompt != "first?" ||
 		time.Since(begin) > 30*time.Second {
 		t.Fatalf("yield: %+v after %v", res, time.Since(begin))
 	}
-	out, err := s.JobExchange(context.Background(), res.JobID, Stdout, []byte("x\r"), false, 30*time.Second)
+	out, err := s.Jobs().Exchange(context.Background(), res.JobID, Stdout, []byte("x\r"), false, 30*time.Second)
 	if err != nil || out.Waiting == nil || out.Waiting.Prompt != "second?" {
 		t.Fatalf("exchange: %v %+v", err, out)
 	}
-	out, err = s.JobExchange(context.Background(), res.JobID, Stdout, []byte("y\r"), false, 30*time.Second)
+	out, err = s.Jobs().Exchange(context.Background(), res.JobID, Stdout, []byte("y\r"), false, 30*time.Second)
 	if err != nil || out.State != JobExited || !strings.Contains(out.Data, "x-y") {
 		t.Errorf("last exchange: %v %+v", err, out)
 	}

@@ -56,11 +56,11 @@ func (r *rpc) Start(ctx context.Context, req *connect.Request[processpb.StartReq
 		// stdin), its one output stream the pty data.
 		jr.TTY = &supervisor.TTYSize{Cols: int(m.Pty.GetSize().GetCols()), Rows: int(m.Pty.GetSize().GetRows())}
 	}
-	started, err := s.sup.StartJob(jr)
+	started, err := s.sup.Jobs().Start(jr)
 	if err != nil {
 		return toConnect(err)
 	}
-	js, err := s.sup.OpenJobStream(started.ID)
+	js, err := s.sup.Jobs().OpenStream(started.ID)
 	if err != nil {
 		return toConnect(err)
 	}
@@ -122,7 +122,7 @@ func (r *rpc) Update(ctx context.Context, req *connect.Request[processpb.UpdateR
 	}
 	if pty := req.Msg.GetPty(); pty != nil {
 		sz := supervisor.TTYSize{Cols: int(pty.GetSize().GetCols()), Rows: int(pty.GetSize().GetRows())}
-		if err := r.s.sup.ResizeJob(p.id, sz); err != nil {
+		if err := r.s.sup.Jobs().Resize(p.id, sz); err != nil {
 			return nil, toConnect(err)
 		}
 	}
@@ -144,12 +144,12 @@ func (r *rpc) SendInput(ctx context.Context, req *connect.Request[processpb.Send
 func (s *Service) input(p *process, in *processpb.ProcessInput) error {
 	switch v := in.GetInput().(type) {
 	case *processpb.ProcessInput_Stdin:
-		return toConnect(s.sup.JobInput(p.id, v.Stdin, false))
+		return toConnect(s.sup.Jobs().Input(p.id, v.Stdin, false))
 	case *processpb.ProcessInput_Pty:
 		if !p.js.TTY() {
 			return connect.NewError(connect.CodeInvalidArgument, errors.New("pty input: the process was started without a pty; send stdin"))
 		}
-		return toConnect(s.sup.JobInput(p.id, v.Pty, false))
+		return toConnect(s.sup.Jobs().Input(p.id, v.Pty, false))
 	}
 	return connect.NewError(connect.CodeInvalidArgument, errors.New("input is required (stdin)"))
 }
@@ -211,7 +211,7 @@ func (r *rpc) CloseStdin(ctx context.Context, req *connect.Request[processpb.Clo
 	if err != nil {
 		return nil, err
 	}
-	if err := r.s.sup.JobInput(p.id, nil, true); err != nil {
+	if err := r.s.sup.Jobs().Input(p.id, nil, true); err != nil {
 		return nil, toConnect(err)
 	}
 	return connect.NewResponse(&processpb.CloseStdinResponse{}), nil

@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/corral-sh/corral/killtree"
+	"github.com/corral-sh/corral/supervisor"
 )
 
 const doctorUsage = `Usage: corral doctor [--run-as USER]
@@ -46,7 +47,8 @@ func (m *Main) doctor(args []string) error {
 	if err != nil {
 		return err
 	}
-	cfg := killtree.Config{Tier: killtree.Tier(m.Getenv("CORRAL_CONTAINMENT"))}
+	// Doctor detects afresh and rewrites the tier cache corral run reads.
+	cfg := killtree.Config{Tier: killtree.Tier(m.Getenv("CORRAL_CONTAINMENT")), TierCache: tierCache(defaultDataDir(m.Getenv))}
 	w := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "TIER\tWORKS\tUSED\tDETAILS")
 	var tier killtree.Tier
@@ -98,6 +100,9 @@ func (m *Main) doctor(args []string) error {
 	if err := w.Flush(); err != nil {
 		return err
 	}
+	fmt.Fprintln(m.Stdout)
+	fmt.Fprintf(m.Stdout, "Server memory: corral serve and corral mcp set the Go soft memory limit to %s with the default --max-retained-bytes (docs/memory.md).\n",
+		planMemoryLimit(supervisor.DefaultMaxRetainedBytes))
 	if who.root || who.runAs != "" {
 		fmt.Fprintln(m.Stdout, "No supervisor stops a root command that enters the host's PID namespace, loads a kernel module, or asks systemd or a container runtime to start a process; nor a --run-as user that can become root (sudo, the docker group, setuid helpers).")
 	}

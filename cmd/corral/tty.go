@@ -20,7 +20,7 @@ func (m *Main) runTTY(ctx context.Context, sup *supervisor.Supervisor, req super
 	}
 	restore := m.rawInput()
 	defer restore()
-	st, err := sup.StartJob(supervisor.JobRequest{Request: req, Lifetime: lifetime})
+	st, err := sup.Jobs().Start(supervisor.JobRequest{Request: req, Lifetime: lifetime})
 	if err != nil {
 		return supervisor.Result{}, err
 	}
@@ -33,20 +33,20 @@ func (m *Main) runTTY(ctx context.Context, sup *supervisor.Supervisor, req super
 		buf := make([]byte, 4096)
 		for {
 			n, err := m.Stdin.Read(buf)
-			if n > 0 && sup.JobInput(st.ID, buf[:n], false) != nil {
+			if n > 0 && sup.Jobs().Input(st.ID, buf[:n], false) != nil {
 				return
 			}
 			if err != nil {
 				if errors.Is(err, io.EOF) {
-					sup.JobInput(st.ID, []byte{4}, false) // Ctrl-D: the end of input, as a terminal has it
+					sup.Jobs().Input(st.ID, []byte{4}, false) // Ctrl-D: the end of input, as a terminal has it
 				}
 				return
 			}
 		}
 	}()
-	res, err := sup.WaitJob(ctx, st.ID, 0)
+	res, err := sup.Jobs().Wait(ctx, st.ID, 0)
 	if err != nil && ctx.Err() != nil {
-		return sup.KillJob(st.ID)
+		return sup.Jobs().Kill(st.ID)
 	}
 	return res, err
 }

@@ -62,7 +62,7 @@ func (m *Main) followResize(sup *supervisor.Supervisor, id string) (stop func())
 			select {
 			case <-ch:
 				if sz := m.terminalSize(); sz.Cols > 0 {
-					sup.ResizeJob(id, *sz)
+					sup.Jobs().Resize(id, *sz)
 				}
 			case <-done:
 				return
