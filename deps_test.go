@@ -28,8 +28,11 @@ var layers = map[string][]string{
 	"killtree/internal/procfs": {"golang.org/x/sys"},
 	"killtree":                 {"killtree/internal/procfs", "golang.org/x/sys"},
 	"journal":                  {"spill", "go.etcd.io/bbolt"},
+	// creack/pty and charmbracelet/x/vt: the terminals of tty commands and
+	// their screens (docs/terminals.md).
 	"supervisor": {"capture", "ringtail", "budget", "spill", "killtree", "journal", "internal/lines",
-		"internal/utf8cut", "internal/shellstate", "internal/heapsize", "github.com/rs/zerolog", "golang.org/x/sys"},
+		"internal/utf8cut", "internal/shellstate", "internal/heapsize", "github.com/rs/zerolog", "golang.org/x/sys",
+		"github.com/creack/pty", "github.com/charmbracelet/x/vt"},
 	"api": {"supervisor", "spill", "budget", "journal", "api/...", "internal/loopback", "github.com/rs/zerolog",
 		"github.com/modelcontextprotocol/go-sdk", "github.com/google/jsonschema-go",
 		"github.com/prometheus/client_golang"},

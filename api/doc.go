@@ -15,6 +15,9 @@
 //	                           a journaled batch, byte for byte the POST's answer
 //	POST   /v1/jobs            start a background job (JobRequest): {"id", "pid"}
 //	GET    /v1/jobs            list the jobs (JobList)
+//	GET    /v1/jobs/{id}       the job's status, its Result once it exited (supervisor.JobStatus)
+//	POST   /v1/jobs/{id}/resize  {"cols", "rows"}: resize a terminal job's terminal (204)
+//	GET    /v1/jobs/{id}/screen  a terminal job's screen (supervisor.Screen)
 //	GET    /v1/jobs/{id}/output?stream=stdout&after=0&wait=5
 //	                           a cursor read (supervisor.JobOutput), long poll up to 30 s
 //	POST   /v1/jobs/{id}/stdin[?close=true]  raw body to an interactive job's stdin (204)

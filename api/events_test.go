@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/corral-sh/corral/supervisor"
 )
@@ -50,6 +51,54 @@ func TestEventsExited(t *testing.T) {
 			t.Errorf("no at in %s", sc.Text())
 		}
 		return
+	}
+	t.Fatalf("stream ended: %v", sc.Err())
+}
+
+// TestEventsWaiting: an interactive job that blocks reading its stdin is
+// announced on its owner's /v1/events stream as a waiting event, with the
+// prompt it printed; answering it lets it exit, and the exit follows.
+func TestEventsWaiting(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp := e.send(ctx, "GET", "/v1/events", "")
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	code, body := e.do(context.Background(), "POST", "/v1/jobs", `{"command": "printf 'name? '; read x; echo got $x", "interactive": true}`)
+	if code != http.StatusOK {
+		t.Fatalf("start: %d %s", code, body)
+	}
+	var st supervisor.JobStarted
+	json.Unmarshal(body, &st)
+	sc := bufio.NewScanner(resp.Body)
+	var sawWait bool
+	for sc.Scan() {
+		var ev supervisor.JobEvent
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			t.Fatalf("line %q: %v", sc.Text(), err)
+		}
+		switch {
+		case ev.Event == "keepalive":
+		case ev.Event == supervisor.JobEventWaiting && ev.JobID == st.ID && !sawWait:
+			if ev.Waiting == nil || ev.Waiting.Prompt != "name?" && ev.Waiting.Prompt != "name? " {
+				t.Fatalf("waiting event without the prompt: %s", sc.Text())
+			}
+			sawWait = true
+			if code, body := e.do(context.Background(), "POST", "/v1/jobs/"+st.ID+"/stdin?close=true", "corral\n"); code != http.StatusNoContent {
+				t.Fatalf("stdin: %d %s", code, body)
+			}
+		case ev.Event == supervisor.JobEventExited && ev.JobID == st.ID:
+			if !sawWait {
+				t.Fatalf("exit before any waiting event: %s", sc.Text())
+			}
+			return
+		default:
+			t.Fatalf("unexpected event %s", sc.Text())
+		}
 	}
 	t.Fatalf("stream ended: %v", sc.Err())
 }

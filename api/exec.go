@@ -44,6 +44,9 @@ type ExecRequest struct {
 	// server's default (--memory-max, --cpus, --pids-max), which is also
 	// the most a request may ask for.
 	Limits *LimitsRequest `json:"limits,omitempty"`
+	// TTY runs the command on a terminal of that size (docs/terminals.md);
+	// an absent side is 120 columns or 40 rows.
+	TTY *supervisor.TTYSize `json:"tty,omitempty"`
 }
 
 // LimitsRequest is the limits object of a request. A field that is present
@@ -102,6 +105,7 @@ func (e ExecRequest) request(maxTimeout time.Duration) (supervisor.Request, erro
 		ResetSession: e.ResetSession,
 		StdoutPolicy: budget.Policy(e.StdoutPolicy),
 		StderrPolicy: budget.Policy(e.StderrPolicy),
+		TTY:          e.TTY,
 	}
 	if e.Timeout != nil {
 		d, err := supervisor.ParseTimeout(*e.Timeout, maxTimeout)

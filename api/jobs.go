@@ -138,6 +138,53 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, JobList{Jobs: s.ownedJobs(s.httpOwner(r))})
 }
 
+// getJob is GET /v1/jobs/{id}: the job's status, and its Result once it
+// exited.
+func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
+	if err := s.ownJob(s.httpOwner(r), r.PathValue("id")); err != nil {
+		writeError(w, err)
+		return
+	}
+	st, err := s.sup.Jobs().Status(r.PathValue("id"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+// resizeJob is POST /v1/jobs/{id}/resize {"cols", "rows"} -> 204.
+func (s *Server) resizeJob(w http.ResponseWriter, r *http.Request) {
+	if err := s.ownJob(s.httpOwner(r), r.PathValue("id")); err != nil {
+		writeError(w, err)
+		return
+	}
+	var body supervisor.TTYSize
+	if err := decode(w, r, &body); err != nil {
+		writeError(w, err)
+		return
+	}
+	if err := s.sup.Jobs().Resize(r.PathValue("id"), body); err != nil {
+		writeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// jobScreen is GET /v1/jobs/{id}/screen: the job's terminal as it looks.
+func (s *Server) jobScreen(w http.ResponseWriter, r *http.Request) {
+	if err := s.ownJob(s.httpOwner(r), r.PathValue("id")); err != nil {
+		writeError(w, err)
+		return
+	}
+	sc, err := s.sup.Jobs().Screen(r.PathValue("id"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, sc)
+}
+
 func (s *Server) jobOutput(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	stream := supervisor.Stdout

@@ -40,7 +40,11 @@ type BashInput struct {
 	// Background, Lifetime and Interactive start a background job instead.
 	Background  bool     `json:"background,omitempty" jsonschema:"start a background job and return its ID at once instead of waiting for the end"`
 	Lifetime    *float64 `json:"lifetime,omitempty" jsonschema:"background only: seconds before the job is killed"` // likewise
-	Interactive bool     `json:"interactive,omitempty" jsonschema:"keep stdin open for job_input: with background: true, or with yield: N (the call returns at the end or after N seconds)"`
+	Interactive bool     `json:"interactive,omitempty" jsonschema:"keep stdin open for job_input: with background: true, or with yield: N (the call returns at the end, after N seconds, or as soon as the command waits for input)"`
+	// TTY, Cols and Rows run the command on a terminal.
+	TTY  bool `json:"tty,omitempty" jsonschema:"run the command on a terminal (a PTY): for programs that need one (prompts, REPLs, editors, pagers, full-screen programs). One output stream; with yield the call returns as soon as the program waits for input, and job_input answers it (raw bytes: \u0003 is Ctrl-C, \u001b an Escape); job_screen shows the screen"`
+	Cols int  `json:"cols,omitempty" jsonschema:"terminal columns with tty: 120 by default"`
+	Rows int  `json:"rows,omitempty" jsonschema:"terminal rows with tty: 40 by default"`
 	// Limits caps the command's resources, at most the server's.
 	Limits *LimitsRequest `json:"limits,omitempty" jsonschema:"resource limits of the command's whole process tree, at most the server's: memoryBytes, cpus (1.5 = one and a half CPUs), pids (tasks)"`
 	// Description is what harnesses send to say what a command does; it is
@@ -226,7 +230,10 @@ func (s *Server) bashTool(ctx context.Context, req *mcp.CallToolRequest, in Bash
 	if in.Background || in.Lifetime != nil || in.Interactive {
 		return s.bashBackground(in, owner)
 	}
-	e := in.exec()
+	e, err := in.exec()
+	if err != nil {
+		return nil, nil, toolError(err)
+	}
 	e.Session = cmp.Or(in.Session, s.mcpSession(req))
 	r, err := e.request(s.sup.Bounds().MaxTimeout)
 	if err != nil {
@@ -259,13 +266,28 @@ func (s *Server) bashTool(ctx context.Context, req *mcp.CallToolRequest, in Bash
 const statelessNote = `[corral: this call has no MCP session and named none, so its working directory and exported variables do not carry to the next call; pass "session": "name" on every call to keep them]`
 
 // exec is the /v1/exec request of a bash call (without its session).
-func (in BashInput) exec() ExecRequest {
+func (in BashInput) exec() (ExecRequest, error) {
+	tty, err := in.tty()
+	if err != nil {
+		return ExecRequest{}, err
+	}
 	e := ExecRequest{Command: in.Command, Timeout: in.Timeout, Cwd: in.Cwd, Env: in.Env, Yield: in.Yield,
-		ResetSession: in.Restart, Limits: in.Limits, StdoutPolicy: in.StdoutPolicy, StderrPolicy: in.StderrPolicy}
+		ResetSession: in.Restart, Limits: in.Limits, StdoutPolicy: in.StdoutPolicy, StderrPolicy: in.StderrPolicy, TTY: tty}
 	if in.Stdin != "" {
 		e.Stdin = &in.Stdin
 	}
-	return e
+	return e, nil
+}
+
+// tty returns the terminal bash asked for: nil without tty: true.
+func (in BashInput) tty() (*supervisor.TTYSize, error) {
+	if !in.TTY {
+		if in.Cols != 0 || in.Rows != 0 {
+			return nil, errorf(ErrInvalidArgument, "cols and rows need tty: true")
+		}
+		return nil, nil
+	}
+	return &supervisor.TTYSize{Cols: in.Cols, Rows: in.Rows}, nil
 }
 
 // progress forwards live output as progress notifications, and after

@@ -51,7 +51,11 @@ func (s *Server) bashInteractive(ctx context.Context, req *mcp.CallToolRequest, 
 		return nil, nil, toolError(errorf(ErrInvalidArgument, "an interactive command takes its stdin through job_input, not stdin"))
 	}
 	in.Yield = nil
-	jr, err := JobRequest{ExecRequest: in.exec(), Interactive: true}.request(s.sup.Bounds().MaxTimeout)
+	e, err := in.exec()
+	if err != nil {
+		return nil, nil, toolError(err)
+	}
+	jr, err := JobRequest{ExecRequest: e, Interactive: true}.request(s.sup.Bounds().MaxTimeout)
 	if err != nil {
 		return nil, nil, toolError(err)
 	}

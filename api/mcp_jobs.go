@@ -21,6 +21,7 @@ const (
 	ToolJobKill   = "job_kill"
 	ToolJobList   = "job_list"
 	ToolJobWait   = "job_wait"
+	ToolJobScreen = "job_screen"
 )
 
 // JobOutputInput is the arguments of the MCP tool job_output.
@@ -34,8 +35,10 @@ type JobOutputInput struct {
 
 // JobInputInput is the arguments of the MCP tool job_input.
 type JobInputInput struct {
-	ID    string `json:"id" jsonschema:"the ID of a job started with interactive: true"`
-	Data  string `json:"data,omitempty" jsonschema:"text to write to the job's stdin (include the newline a line needs)"`
+	ID   string `json:"id" jsonschema:"the ID of a job started with interactive: true"`
+	Data string `json:"data,omitempty" jsonschema:"text to write to the job's stdin (include the newline a line needs)"`
+	// Chars is Codex's write_stdin name for the same bytes.
+	Chars string `json:"chars,omitempty" jsonschema:"the same as data, under the name Codex's write_stdin uses (raw bytes: \u0003 is Ctrl-C on a terminal); give one of the two"`
 	Close bool   `json:"close,omitempty" jsonschema:"close stdin after writing (end of input)"`
 	// Yield, when set, waits for the answer and returns it (stdout).
 	Yield float64 `json:"yield,omitempty" jsonschema:"seconds to wait for the job's answer on stdout (returned early once it pauses for 100 ms), 0 to 30; 0 or absent returns at once"`
@@ -82,7 +85,7 @@ func jobOutputDescription(b supervisor.Bounds) string {
 The text result is the output, then one status line; once the job has exited it carries the exit status, and a read that returns nothing after that is the end. An exited job stays readable for a while (see bash), then answers NOT_FOUND saying it expired.`, jobWindowText(b))
 }
 
-var jobInputDescription = fmt.Sprintf(`Write data to the stdin of a background job started with interactive: true, and close stdin with close: true (the end of input; cat and read then see EOF). Writing to a job that is not interactive, whose stdin was closed, or that has exited is refused with INVALID_ARGUMENT. With yield: N it waits up to N seconds for the answer on stdout and returns it (what a job_output read would), so one call is one turn of an interactive program; without yield, read the answer with job_output.`)
+var jobInputDescription = fmt.Sprintf(`Write data to the stdin of a background job started with interactive: true or tty: true, and close stdin with close: true (the end of input; cat and read then see EOF; a terminal has no close: send \u0004). On a terminal the bytes are typed raw: \u0003 is Ctrl-C, \r Enter, \u001b Escape. Writing to a job that is not interactive, whose stdin was closed, or that has exited is refused with INVALID_ARGUMENT. With yield: N it waits up to N seconds for the answer on stdout and returns it (what a job_output read would) as soon as the job waits for input again (corral sees it blocked reading), so one call is one turn of an interactive program; without yield, read the answer with job_output.`)
 
 var jobKillDescription = `Kill a background job with its whole process tree (SIGTERM, a short grace, then SIGKILL) and return its result like bash does. Killing a job that already exited returns its result.`
 
@@ -114,6 +117,8 @@ func (s *Server) addJobTools(srv *mcp.Server, b supervisor.Bounds) {
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true), IdempotentHint: true, OpenWorldHint: ptr(false)}}, s.jobKillTool)
 	addTool(s, srv, &mcp.Tool{Name: ToolJobList, Title: "List background jobs", Description: jobListDescription(b),
 		Annotations: readOnly()}, s.jobListTool)
+	addTool(s, srv, &mcp.Tool{Name: ToolJobScreen, Title: "Show a terminal job's screen", Description: jobScreenDescription,
+		Annotations: readOnly()}, s.jobScreenTool)
 }
 
 // bashBackground starts the bash tool's command as a background job.
@@ -121,7 +126,10 @@ func (s *Server) bashBackground(in BashInput, owner string) (*mcp.CallToolResult
 	if !in.Background {
 		return nil, nil, toolError(errorf(ErrInvalidArgument, "lifetime needs background: true, and interactive needs background: true or a yield"))
 	}
-	e := in.exec()
+	e, err := in.exec()
+	if err != nil {
+		return nil, nil, toolError(err)
+	}
 	e.Yield = nil // a background job returns at once
 	req, err := JobRequest{ExecRequest: e, Lifetime: in.Lifetime, Interactive: in.Interactive}.request(s.sup.Bounds().MaxTimeout)
 	if err != nil {
@@ -134,7 +142,7 @@ func (s *Server) bashBackground(in BashInput, owner string) (*mcp.CallToolResult
 	}
 	text := fmt.Sprintf("Started background job %s (pid %d). Read its output with job_output {\"id\": %q} "+
 		"(add \"wait\": up to 30 seconds to wait for output); each read returns what came since the previous one.", st.ID, st.Pid, st.ID)
-	if in.Interactive {
+	if in.Interactive || in.TTY {
 		text += fmt.Sprintf(" Its stdin is open: write to it with job_input {\"id\": %q, \"data\": \"...\\n\"}, close it with \"close\": true.", st.ID)
 	}
 	text += " Stop it with job_kill."
@@ -269,6 +277,8 @@ func outputText(out supervisor.JobOutput, cursorless bool) string {
 		next = ""
 	}
 	switch {
+	case out.State == supervisor.JobRunning && out.Waiting != nil:
+		fmt.Fprintf(&b, "[job %s running, %s; %s read up to byte %d%s]", out.ID, out.Waiting.Describe(), out.Stream, out.Next, next)
 	case out.State == supervisor.JobRunning:
 		fmt.Fprintf(&b, "[job %s running; %s read up to byte %d%s]", out.ID, out.Stream, out.Next, next)
 	case out.Data != "" || out.SkippedBytes > 0:
@@ -283,6 +293,12 @@ func outputText(out supervisor.JobOutput, cursorless bool) string {
 func (s *Server) jobInputTool(ctx context.Context, req *mcp.CallToolRequest, in JobInputInput) (*mcp.CallToolResult, JobInputResult, error) {
 	if err := s.ownJob(s.mcpOwner(req), in.ID); err != nil {
 		return nil, JobInputResult{}, toolError(err)
+	}
+	if in.Chars != "" {
+		if in.Data != "" {
+			return nil, JobInputResult{}, toolError(errorf(ErrInvalidArgument, "give data or chars, not both"))
+		}
+		in.Data = in.Chars
 	}
 	res := JobInputResult{ID: in.ID, Written: len(in.Data), Closed: in.Close}
 	if in.Yield != 0 {
@@ -316,6 +332,23 @@ func (s *Server) jobKillTool(ctx context.Context, req *mcp.CallToolRequest, in J
 		return nil, supervisor.Result{}, toolError(err)
 	}
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: res.Text()}}}, res, nil
+}
+
+var jobScreenDescription = `Show the screen of a job run with tty: true as a person would see it now: its rows of text, where the cursor is (0-based row and column), whether a full-screen program (vi, less, top) has the alternate screen, and the window title. After the job exited, the screen it left.`
+
+func (s *Server) jobScreenTool(ctx context.Context, req *mcp.CallToolRequest, in JobIDInput) (*mcp.CallToolResult, supervisor.Screen, error) {
+	if err := s.ownJob(s.mcpOwner(req), in.ID); err != nil {
+		return nil, supervisor.Screen{}, toolError(err)
+	}
+	sc, err := s.sup.Jobs().Screen(in.ID)
+	if err != nil {
+		return nil, supervisor.Screen{}, toolError(err)
+	}
+	text := fmt.Sprintf("[screen %dx%d, cursor at row %d col %d%s%s]\n", sc.Cols, sc.Rows, sc.Cursor.Row, sc.Cursor.Col,
+		map[bool]string{true: ", alternate screen", false: ""}[sc.AltScreen],
+		map[bool]string{true: ", title " + fmt.Sprintf("%q", sc.Title), false: ""}[sc.Title != ""])
+	text += strings.Join(sc.Lines, "\n")
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, sc, nil
 }
 
 func (s *Server) jobListTool(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, JobList, error) {

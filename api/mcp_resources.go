@@ -84,8 +84,11 @@ func (s *Server) startNotifier() {
 func (s *Server) notifyJob(ev supervisor.JobEvent) {
 	uri := jobURIPrefix + ev.JobID
 	summary := fmt.Sprintf("job %s %s", ev.JobID, ev.Event)
-	if ev.Result != nil {
+	switch {
+	case ev.Result != nil:
 		summary = fmt.Sprintf("job %s exited: %s", ev.JobID, strings.Trim(ev.Result.Status(), "[]"))
+	case ev.Waiting != nil:
+		summary = fmt.Sprintf("job %s %s", ev.JobID, ev.Waiting.Describe())
 	}
 	for _, srv := range []*mcp.Server{s.mcp, s.front.sessions} {
 		srv.ResourceUpdated(s.base, &mcp.ResourceUpdatedNotificationParams{URI: uri})

@@ -9,15 +9,23 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// pipeInodes returns the inodes of the given pipe ends. Both ends of a pipe
-// share one inode, so a process whose /proc/<pid>/fd/N reads "pipe:[ino]"
-// holds one of its ends.
+// pipeInodes returns the /proc/<pid>/fd links that hold the given pipe
+// ends. Both ends of a pipe share one inode, so a process whose
+// /proc/<pid>/fd/N reads "pipe:[ino]" holds one of its ends. A
+// pseudo-terminal's master stands for its slave: a process whose link reads
+// "/dev/pts/N" (TIOCGPTN) keeps the master from reaching its end.
 func pipeInodes(fds []int) (map[string]bool, error) {
 	out := map[string]bool{}
 	for _, fd := range fds {
 		var st unix.Stat_t
 		if err := unix.Fstat(fd, &st); err != nil {
 			return nil, fmt.Errorf("killtree: stat pipe: %w", err)
+		}
+		if st.Mode&unix.S_IFMT == unix.S_IFCHR {
+			if n, err := unix.IoctlGetUint32(fd, unix.TIOCGPTN); err == nil {
+				out["/dev/pts/"+strconv.FormatUint(uint64(n), 10)] = true
+			}
+			continue
 		}
 		out["pipe:["+strconv.FormatUint(st.Ino, 10)+"]"] = true
 	}

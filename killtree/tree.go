@@ -264,8 +264,10 @@ func sortProcesses(ps []Process) {
 
 // WatchPipes records the descriptors of the read ends of the pipes given to
 // the child (stdout, stderr); their inodes identify the processes that hold
-// the write ends. They must stay open as long as KillPipeHolders may be
-// called; the Tree does not close them. Only Linux uses them.
+// the write ends. A pseudo-terminal's master may be given too: the holders
+// of its slave are then the ones found. They must stay open as long as
+// KillPipeHolders may be called; the Tree does not close them. Only Linux
+// uses them.
 func (t *Tree) WatchPipes(readEnds ...int) {
 	t.mu.Lock()
 	t.pipes = append(t.pipes, readEnds...)
@@ -344,4 +346,13 @@ func earliest(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// Pids lists the live processes Members counts (the exited leader and
+// zombies excluded), for a caller that looks at each of them: the cgroup's
+// list on the cgroup tiers, the attributed descendants on pgroup, from a scan
+// that ends with ctx. The list is a snapshot: a process may exit, and its PID
+// be reused, right after it was listed.
+func (t *Tree) Pids(ctx context.Context) ([]int, error) {
+	return t.members(ctx)
 }

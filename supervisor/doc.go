@@ -50,6 +50,16 @@
 // tail kept under a marker when it is too long (budget.BatchView). With a
 // journal, the batch and each of its Results are journaled.
 //
+// A Request with TTY runs on a pseudo-terminal (creack/pty): the shell
+// leads a new session with the slave as its controlling terminal, the
+// master is the one output stream and the job's input, and a screen
+// (charmbracelet/x/vt, fed lazily) renders it (tty.go, screen.go). Interactive
+// and terminal jobs are watched for waiting: after 10 ms of quiet output the
+// job's own tree is scanned for a thread blocked reading the job's input
+// (/proc/PID/syscall and the descriptor's target, waitprobe_linux.go), and a
+// read seen twice with no input between is a wait (waiting.go); a yield
+// returns at it. docs/terminals.md states the rules and the boundaries.
+//
 // The Result marshals to the JSON contract of the README's Result: the model
 // views of both streams (budget), their counters, the spill paths of the
 // fuller copies (spill), and what the kill did (killtree).

@@ -12,6 +12,9 @@ const (
 	EventOutput = "output"
 	EventCapped = "capped"
 	EventResult = "result"
+	// EventWaiting: the command began to wait for input (Event.Waiting),
+	// once per wait.
+	EventWaiting = "waiting"
 )
 
 // Stream names.
@@ -51,12 +54,14 @@ const maxEventData = 64 << 10
 // Stream and Seq; result carries Result. Seq counts each stream separately
 // from 1 without gaps; capped takes the next seq of its stream.
 type Event struct {
-	Event  string  `json:"event"`
-	Pid    int     `json:"pid,omitempty"`
-	Stream string  `json:"stream,omitempty"`
-	Seq    int64   `json:"seq,omitempty"`
-	Data   string  `json:"data,omitempty"`
-	Result *Result `json:"result,omitempty"`
+	Event  string `json:"event"`
+	Pid    int    `json:"pid,omitempty"`
+	Stream string `json:"stream,omitempty"`
+	Seq    int64  `json:"seq,omitempty"`
+	Data   string `json:"data,omitempty"`
+	// Waiting is what a waiting event says the command waits for.
+	Waiting *Waiting `json:"waiting,omitempty"`
+	Result  *Result  `json:"result,omitempty"`
 }
 
 // live carries output from the drain goroutines to the event callback. The
@@ -71,6 +76,7 @@ type live struct {
 	mu      sync.Mutex
 	streams [2]liveStream // guarded by mu
 	start   *Event        // guarded by mu; the start event, delivered first
+	notes   []Event       // guarded by mu; waiting events, delivered after the output queued before them
 	wake    chan struct{} // buffered 1: a pending wake-up for the dispatcher
 	done    chan struct{} // closed when the dispatcher has delivered everything
 }
@@ -140,6 +146,17 @@ func (l *live) push(i streamIndex, p []byte) {
 	l.poke()
 }
 
+// note queues ev (a waiting event) after the output accepted so far.
+func (l *live) note(ev Event) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	l.notes = append(l.notes, ev)
+	l.mu.Unlock()
+	l.poke()
+}
+
 // eof records that stream i was drained to its end.
 func (l *live) eof(i streamIndex) {
 	if l == nil {
@@ -195,6 +212,11 @@ func (l *live) next() (*Event, bool) {
 			s.seq++
 			return &Event{Event: EventCapped, Stream: s.name, Seq: s.seq}, false
 		}
+	}
+	if len(l.notes) > 0 {
+		ev := l.notes[0]
+		l.notes = l.notes[1:]
+		return &ev, false
 	}
 	all := true
 	for i := range l.streams {

@@ -110,6 +110,11 @@ type JobInfo struct {
 	StartedAt   time.Time `json:"startedAt"`
 	StdoutBytes int64     `json:"stdoutBytes"`
 	StderrBytes int64     `json:"stderrBytes"`
+	// TTY is the terminal's size for a job run on a PTY; nil for pipes.
+	TTY *TTYSize `json:"tty,omitempty"`
+	// Waiting is set while the job is blocked reading its input
+	// (docs/terminals.md); nil otherwise, and always once it exited.
+	Waiting *Waiting `json:"waiting,omitempty"`
 	// Usage is what the job's tree used so far: live from the
 	// containment's accounting while it runs (on pgroup, where there is
 	// none, the CPU time and peak of the processes the tree already
@@ -122,14 +127,16 @@ type JobInfo struct {
 // stream); SkippedBytes is what the reader missed because the tail ring had
 // moved past After. Result is set once the job has exited.
 type JobOutput struct {
-	ID           string  `json:"id"`
-	Stream       string  `json:"stream"`
-	Data         string  `json:"data"`
-	After        int64   `json:"after"`
-	Next         int64   `json:"next"`
-	SkippedBytes int64   `json:"skippedBytes"`
-	State        string  `json:"state"`
-	Result       *Result `json:"result,omitempty"`
+	ID           string `json:"id"`
+	Stream       string `json:"stream"`
+	Data         string `json:"data"`
+	After        int64  `json:"after"`
+	Next         int64  `json:"next"`
+	SkippedBytes int64  `json:"skippedBytes"`
+	State        string `json:"state"`
+	// Waiting is set while the job is blocked reading its input.
+	Waiting *Waiting `json:"waiting,omitempty"`
+	Result  *Result  `json:"result,omitempty"`
 }
 
 // job is one background job. What it keeps once it exited is its capture's
@@ -166,6 +173,15 @@ type job struct {
 	result Result         // set before done is closed
 
 	stdinMu sync.Mutex // serialises Jobs.Input
+
+	watch      *inputWatch // finds out when the job waits for input; nil when not watched
+	waiting    *Waiting    // guarded by mu; the current wait, nil when none
+	waits      uint64      // guarded by mu; counts the waits so far
+	tty        *TTYSize    // the terminal's size (guarded by mu); nil for pipes
+	term       *terminal   // the job's terminal; nil for pipes
+	screen     *screen     // its screen while it runs (guarded by mu); nil for pipes and once it ended
+	lastScreen *Screen     // guarded by mu; the screen a terminal job left
+	proc       *proc       // a terminal job's command while it runs, for its screen; guarded by mu, nil once it ended
 }
 
 // forgottenIDs is how many forgotten job IDs the table remembers, to answer
@@ -250,7 +266,7 @@ func (h *Jobs) Start(r JobRequest) (JobStarted, error) {
 	if r.Interactive && r.Stdin != nil {
 		return JobStarted{}, invalid("an interactive job takes its stdin through job input, not stdin")
 	}
-	v.timeout, v.job, v.interactive = lifetime, true, r.Interactive
+	v.timeout, v.job, v.interactive = lifetime, true, r.Interactive || v.tty != nil
 	j, _, err := s.launchJob(v, true)
 	if err != nil {
 		return JobStarted{}, err
@@ -267,6 +283,10 @@ func (s *Supervisor) launchJob(v validated, listed bool) (*job, *proc, error) {
 	j := &job{id: newJobID(), command: v.Command, session: v.Session, owner: v.Owner, started: time.Now(),
 		interactive: v.interactive, done: make(chan struct{}), wake: make(chan struct{}), listed: listed}
 	v.notify = j.poke
+	if v.interactive && canWatchInput {
+		j.watch = newInputWatch()
+		v.notify = func() { j.poke(); j.watch.output() }
+	}
 	t := &s.jobs
 	t.mu.Lock()
 	if t.closed {
@@ -288,6 +308,12 @@ func (s *Supervisor) launchJob(v validated, listed bool) (*job, *proc, error) {
 		return nil, nil, err
 	}
 	j.pid, j.stdinW, j.out, j.err, j.tree = p.tree.Pid(), p.stdinW, p.out, p.err, p.tree
+	if p.term != nil {
+		j.term, j.tty, j.screen, j.proc = p.term, v.tty, p.screen, p
+	}
+	if j.watch != nil {
+		s.startWatch(j, p)
+	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	j.cancel = func() { cancel(nil) }
 	j.cancelCause = cancel
@@ -320,7 +346,11 @@ func (t *jobTable) listJob(j *job) bool {
 // when the caps need its room.
 func (t *jobTable) supervise(ctx context.Context, j *job, p *proc) {
 	defer t.wg.Done()
-	res := p.finish(p.supervise(ctx))
+	end := p.supervise(ctx)
+	if j.watch != nil {
+		j.watch.close() // the tree is gone: nothing waits any more
+	}
+	res := p.finish(end)
 	j.cancel()
 	// The slot is free before anyone learns the job ended, so a start
 	// right after Jobs.Kill or Jobs.Wait is never refused for it.
@@ -332,7 +362,12 @@ func (t *jobTable) supervise(ctx context.Context, j *job, p *proc) {
 	// the Result and goes.
 	footprint := exitedFootprint(j.out.release()+j.err.release(), &res)
 	j.mu.Lock()
-	j.result, j.tree = res, nil
+	j.result, j.tree, j.proc = res, nil, nil
+	if j.screen != nil {
+		// An exited job keeps the last screen's text, not its emulator.
+		sc := j.screen.snapshot()
+		j.lastScreen, j.screen = &sc, nil
+	}
 	j.mu.Unlock()
 	// Retired before anyone learns the job ended, so that a caller woken by
 	// its end sees the evictions its exit caused (a job it pushed out of
@@ -431,8 +466,10 @@ func (j *job) info() JobInfo {
 	if ok {
 		state = JobExited
 	}
+	w, _ := j.currentWait()
 	return JobInfo{ID: j.id, Command: j.command, State: state, Pid: j.pid, StartedAt: j.started,
-		StdoutBytes: j.out.tail.Counts().TotalBytes, StderrBytes: j.err.tail.Counts().TotalBytes, Usage: usage}
+		StdoutBytes: j.out.tail.Counts().TotalBytes, StderrBytes: j.err.tail.Counts().TotalBytes, Usage: usage,
+		TTY: j.size(), Waiting: w}
 }
 
 // List lists every job, running or retained, oldest first.
@@ -450,6 +487,27 @@ func (h *Jobs) List() []JobInfo {
 	}
 	sort.Slice(out, func(a, b int) bool { return out[a].StartedAt.Before(out[b].StartedAt) })
 	return out
+}
+
+// JobStatus is one job's status (GET /v1/jobs/{id}): its listing, and its
+// Result once it exited.
+type JobStatus struct {
+	JobInfo
+	Result *Result `json:"result,omitempty"`
+}
+
+// Status describes one job, running or retained, with its Result once it
+// exited. Errors as Get's.
+func (h *Jobs) Status(id string) (JobStatus, error) {
+	j, err := h.s.jobs.get(id)
+	if err != nil {
+		return JobStatus{}, err
+	}
+	st := JobStatus{JobInfo: j.info()}
+	if st.State == JobExited {
+		st.Result, _ = j.exited()
+	}
+	return st, nil
 }
 
 // Get describes one job, running or retained. The error matches

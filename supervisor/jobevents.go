@@ -9,8 +9,8 @@ import (
 const (
 	// JobEventExited: the job ended; Result is its Result.
 	JobEventExited = "exited"
-	// JobEventWaiting: the job's process blocks reading its stdin (the
-	// terminals work publishes it; nothing in this package does yet).
+	// JobEventWaiting: a process of the job blocks reading its stdin or
+	// terminal; Waiting says which and for what (once per wait).
 	JobEventWaiting = "waiting"
 )
 
@@ -22,6 +22,8 @@ type JobEvent struct {
 	At    time.Time `json:"at"`
 	// Result is an exited job's Result.
 	Result *Result `json:"result,omitempty"`
+	// Waiting is the wait a waiting event announces.
+	Waiting *Waiting `json:"waiting,omitempty"`
 }
 
 // jobEventBuffer is how many events a subscriber may fall behind before
@@ -79,7 +81,7 @@ func (e *JobEvents) Dropped() int {
 }
 
 // Publish hands ev to the subscribers of its job's owner. It never
-// blocks. The terminals work publishes JobEventWaiting through it.
+// blocks. The supervisor publishes exits and waits itself.
 func (h *Jobs) Publish(ev JobEvent) { h.s.jobs.feed.publish(ev) }
 
 func (f *jobFeed) publish(ev JobEvent) {

@@ -82,6 +82,8 @@ func (s *Supervisor) readJob(ctx context.Context, j *job, r *retained, stream st
 			}
 			if ended {
 				out.State, out.Result = JobExited, res
+			} else {
+				out.Waiting, _ = j.currentWait()
 			}
 			return out, nil
 		}
@@ -110,8 +112,17 @@ func (h *Jobs) Input(id string, data []byte, closeStdin bool) error {
 	if _, ended := j.exited(); ended {
 		return stdinError("job %s has exited", id)
 	}
+	if closeStdin && j.term != nil {
+		return stdinError("job %s runs on a terminal, which has no end of input to close: write \u0004 (Ctrl-D) for an end of file", id)
+	}
 	j.stdinMu.Lock()
 	defer j.stdinMu.Unlock()
+	if j.watch != nil && (len(data) > 0 || closeStdin) {
+		// A read seen before the input is no wait after it; the wait in
+		// progress ends with it.
+		j.watch.beforeInput()
+		defer j.watch.afterInput()
+	}
 	w := j.stdinW
 	if len(data) > 0 {
 		w.SetWriteDeadline(time.Now().Add(stdinWriteTimeout))
@@ -149,9 +160,11 @@ const InputPause = 100 * time.Millisecond
 
 // Exchange is one turn of an interactive program: it writes data to the
 // job's stdin as Jobs.Input does, then waits up to yield (at most
-// MaxOutputWait) for what the job prints on stream, returning early once
-// that output pauses for InputPause or the job ends, and returns it as a
-// cursorless read (CursorNext) does.
+// MaxOutputWait) for what the job prints on stream, returning early once the
+// job waits for input again (JobOutput.Waiting, where the waiting watch
+// runs: docs/terminals.md), once that output pauses for InputPause (only
+// where no watch runs), or once the job ends, and returns it as a cursorless
+// read (CursorNext) does.
 func (h *Jobs) Exchange(ctx context.Context, id, stream string, data []byte, closeStdin bool, yield time.Duration) (JobOutput, error) {
 	s := h.s
 	if yield <= 0 || yield > MaxOutputWait {
@@ -172,6 +185,7 @@ func (h *Jobs) Exchange(ctx context.Context, id, stream string, data []byte, clo
 	if err := h.Input(id, data, closeStdin); err != nil {
 		return JobOutput{}, err
 	}
+	_, waits := j.currentWait() // after the input, which ended any wait
 	deadline := time.Now().Add(yield)
 	seen, grew := start, time.Time{}
 	for {
@@ -182,8 +196,11 @@ func (h *Jobs) Exchange(ctx context.Context, id, stream string, data []byte, clo
 			seen, grew = total, now
 		}
 		wake := deadline
-		if !grew.IsZero() && grew.Add(InputPause).Before(deadline) {
+		if j.watch == nil && !grew.IsZero() && grew.Add(InputPause).Before(deadline) {
 			wake = grew.Add(InputPause)
+		}
+		if w, n := j.currentWait(); w != nil && n > waits {
+			break // it waits for input again: its answer is complete
 		}
 		if ended || !now.Before(wake) {
 			break

@@ -26,6 +26,10 @@ func (h *Jobs) OpenStream(id string) (*JobStream, error) {
 	return &JobStream{j: j}, nil
 }
 
+// TTY reports whether the job runs on a terminal: its one output stream is
+// stream 0, and its input is typed into the terminal.
+func (js *JobStream) TTY() bool { return js.j.term != nil }
+
 // Pid is the job's shell's process ID.
 func (js *JobStream) Pid() int { return js.j.pid }
 

@@ -55,10 +55,24 @@ func (o *outputs) open() (wOut, wErr *os.File, err error) {
 	return os.NewFile(uintptr(w[0]), "|1"), os.NewFile(uintptr(w[1]), "|2"), nil
 }
 
+// useTerminal makes fd, a terminal's master (non-blocking), the stdout
+// stream; the stderr stream is at its end from the start.
+func (o *outputs) useTerminal(fd int) {
+	o.fd = [2]int{fd, -1}
+	o.eof[stderrStream] = true
+}
+
 // watch tells the tree which pipes are the command's, for the pipe-holder
 // scan. The descriptors stay open (as themselves or inside f) until close,
 // after the last scan.
-func (o *outputs) watch(p *proc) { p.tree.WatchPipes(o.fd[0], o.fd[1]) }
+// A terminal's master (o.fd[0], with no stderr) stands for its slave.
+func (o *outputs) watch(p *proc) {
+	if o.fd[1] < 0 {
+		p.tree.WatchPipes(o.fd[0])
+		return
+	}
+	p.tree.WatchPipes(o.fd[0], o.fd[1])
+}
 
 // file hands stream i's descriptor to the runtime's poller as an *os.File.
 func (o *outputs) file(i streamIndex) *os.File {

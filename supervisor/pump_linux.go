@@ -241,6 +241,10 @@ func (p *proc) readReady(i streamIndex, buf []byte) {
 		case errors.Is(err, unix.EAGAIN):
 			return
 		case errors.Is(err, unix.EINTR):
+		case p.term != nil && ptyEOF(err): // the terminal's hang-up: no writer is left
+			o.eof[i] = true
+			p.live.eof(i)
+			return
 		default:
 			p.log.Warn().Err(err).Stringer("stream", i).Msg("drain")
 			o.eof[i] = true

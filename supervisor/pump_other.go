@@ -29,6 +29,10 @@ func (o *outputs) open() (wOut, wErr *os.File, err error) {
 	return w[0], w[1], nil
 }
 
+// useTerminal makes fd, a terminal's master, the stdout stream; there is no
+// stderr stream.
+func (o *outputs) useTerminal(fd int) { o.f = [2]*os.File{os.NewFile(uintptr(fd), "pty")} }
+
 // watch does nothing: there is no pipe-holder scan here.
 func (o *outputs) watch(*proc) {}
 
@@ -46,6 +50,9 @@ func (o *outputs) close() {
 func (p *proc) wait(ctx context.Context) ending {
 	deadline := time.Now().Add(p.v.timeout)
 	for i, f := range p.outs.f {
+		if f == nil {
+			continue // a terminal's missing stderr
+		}
 		p.pending++
 		go p.drain(streamIndex(i), f)
 	}

@@ -116,6 +116,16 @@ type Request struct {
 	// supervisor running as root, and is never root itself when Config.User
 	// is set (a supervisor told to run commands unprivileged stays so).
 	User string
+	// TTY, when set, runs the command on a new pseudo-terminal of that size
+	// (a zero side takes DefaultTTYCols or DefaultTTYRows): the shell leads
+	// a new session with the terminal as its controlling terminal, stdin,
+	// stdout and stderr (docs/terminals.md). The Result's stdout is the
+	// terminal's output (tail policy unless StdoutPolicy says otherwise),
+	// its stderr only corral's notes; TERM is xterm-256color and the
+	// prompt-suppression variables are not set. It cannot be combined with
+	// Stdin: a command's terminal takes input once it yielded, as a job's
+	// (JobInput). Not on Windows.
+	TTY *TTYSize
 	// Limits caps the command's memory, CPU and tasks; zero fields take
 	// the supervisor's defaults, which are also the most a request may ask.
 	Limits Limits
@@ -160,7 +170,8 @@ func checkTimeout(what string, seconds float64, max time.Duration) (time.Duratio
 // validated is a Request after validation, with every default applied.
 type validated struct {
 	Request
-	user    *runAs // whom the command runs as; nil: this process's user
+	user    *runAs   // whom the command runs as; nil: this process's user
+	tty     *TTYSize // the terminal's size, checked; nil for pipes
 	timeout time.Duration
 	stdout  budget.Policy
 	stderr  budget.Policy
@@ -259,8 +270,23 @@ func (s *Supervisor) validate(r Request) (validated, error) {
 	if spill.ValidateName("label", v.Label) != nil {
 		return bad("label %q %s", v.Label, spill.NameRule)
 	}
+	stdoutDefault := budget.PolicyHead
+	if r.TTY != nil {
+		if r.Stdin != nil {
+			return bad("stdin cannot be combined with tty: a terminal takes input through job input once the command yielded")
+		}
+		sz, err := r.TTY.check()
+		if err != nil {
+			return validated{}, err
+		}
+		if !canTTY {
+			return bad("%v", errNoTTY)
+		}
+		v.tty, v.interactive = &sz, true
+		stdoutDefault = budget.PolicyTail // the last screenful matters
+	}
 	var err error
-	if v.stdout, err = policyOr(r.StdoutPolicy, budget.PolicyHead); err != nil {
+	if v.stdout, err = policyOr(r.StdoutPolicy, stdoutDefault); err != nil {
 		return bad("stdoutPolicy: %s", err)
 	}
 	if v.stderr, err = policyOr(r.StderrPolicy, budget.PolicyTail); err != nil {
@@ -365,6 +391,9 @@ func (s *Supervisor) environ(v validated, runID string, base []string) []string 
 	removed := func(k string) bool {
 		return slices.Contains(v.Unset, k) || slices.Contains(s.cfg.Scrub, k)
 	}
+	// A terminal is a conversation the request asked for: no prompt
+	// suppression, and a TERM its programs know.
+	suppress := !s.cfg.NoPromptSuppression && v.tty == nil
 	fromSession := base != nil
 	if !fromSession {
 		base = os.Environ()
@@ -376,7 +405,7 @@ func (s *Supervisor) environ(v validated, runID string, base []string) []string 
 		if !ok || k == "" || k == RunIDEnv {
 			continue
 		}
-		if promptKeys[k] && !s.cfg.NoPromptSuppression || userKeys[k] && v.user != nil {
+		if promptKeys[k] && suppress || userKeys[k] && v.user != nil || k == "TERM" && v.tty != nil {
 			if !fromSession {
 				continue
 			}
@@ -388,8 +417,11 @@ func (s *Supervisor) environ(v validated, runID string, base []string) []string 
 		env = append(env, kv)
 	}
 	var defaults []string
-	if !s.cfg.NoPromptSuppression {
+	if suppress {
 		defaults = promptSuppression
+	}
+	if v.tty != nil {
+		defaults = []string{"TERM=" + ttyTerm}
 	}
 	if v.user != nil {
 		defaults = append(v.user.env(), defaults...)
@@ -402,7 +434,7 @@ func (s *Supervisor) environ(v validated, runID string, base []string) []string 
 	}
 	// An interactive job talks through pipes: Python would block-buffer its
 	// answers until it exits.
-	if _, set := v.Env["PYTHONUNBUFFERED"]; v.interactive && !set && !removed("PYTHONUNBUFFERED") {
+	if _, set := v.Env["PYTHONUNBUFFERED"]; v.interactive && v.tty == nil && !set && !removed("PYTHONUNBUFFERED") {
 		env = append(env, "PYTHONUNBUFFERED=1")
 	}
 	for _, k := range slices.Sorted(maps.Keys(v.Env)) {

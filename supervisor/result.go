@@ -35,6 +35,10 @@ type Result struct {
 	// printed so far, and ExitCode is nil with Signal empty.
 	Running bool   `json:"running,omitempty"`
 	JobID   string `json:"jobId,omitempty"`
+	// Waiting is set on a Running result handed over because the command
+	// waits for input (docs/terminals.md), and on the Result of a command
+	// that was still waiting for input when its timeout passed.
+	Waiting *Waiting `json:"waiting,omitempty"`
 	// Limit names the limit the command ran into: "memory" (an OOM kill in
 	// its containment) or "pids" (a fork refused at its pids limit); ""
 	// when none. The stderr note then says it in words.

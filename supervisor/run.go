@@ -48,7 +48,9 @@ func (s *Supervisor) Run(ctx context.Context, r Request) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	if v.Yield > 0 {
+	if v.Yield > 0 || v.tty != nil {
+		// A command on a terminal runs as an unlisted job even without a
+		// yield: its waiting watch is a job's (docs/terminals.md).
 		return s.runYielding(ctx, v)
 	}
 	p, err := s.start(v)
@@ -69,7 +71,9 @@ type proc struct {
 	tree     *killtree.Tree
 	out, err *retained
 	outs     outputs          // the read ends of stdout and stderr (per OS)
-	stdinW   *os.File         // nil when stdin is /dev/null
+	stdinW   *os.File         // nil when stdin is /dev/null; the terminal's master with a tty
+	term     *terminal        // the command's terminal; nil for pipes
+	screen   *screen          // the terminal's screen; nil for pipes
 	stdinEnd chan struct{}    // closed when the stdin writer returned
 	state    *stateStart      // nil unless the command carries session state
 	jst      *journal.Started // its journal entry; nil without one
@@ -79,6 +83,11 @@ type proc struct {
 	live     *live
 	kill     KillInfo
 	sent     string // the signal the way down sent last
+
+	// atEnd, when set, learns why the command stopped before the way down
+	// begins; waitAtEnd is the wait it was in when its timeout passed.
+	atEnd     func(ending)
+	waitAtEnd *Waiting
 
 	strays       int                // what the way down killed that this or an ended command left (killtree.Report.Strays)
 	unattributed []killtree.Process // what it left: born while this and another running command ran
@@ -94,6 +103,9 @@ func (s *Supervisor) newID() string {
 func (p *proc) supervise(ctx context.Context) ending {
 	end := p.wait(ctx)
 	p.log.Debug().Int("end", int(end)).Msg("stopping")
+	if p.atEnd != nil {
+		p.atEnd(end)
+	}
 
 	if end == endExited {
 		// Lifecycle rule 3: what the shell left running gets a short
@@ -211,9 +223,20 @@ func (p *proc) finish(end ending) Result {
 	}
 	res.Stdout, res.StdoutInfo = p.shape(p.out, Stdout)
 	res.Stderr, res.StderrInfo = p.shape(p.err, Stderr)
+	if p.screen != nil {
+		var note string
+		res.Stdout, res.StdoutInfo, note = p.screenView(res.Stdout, res.StdoutInfo)
+		res.Stderr = withNote(res.Stderr, note)
+		p.screen.close()
+	}
 	res.Stderr = withNote(withNote(res.Stderr, stateNote), p.s.note(end, p.v, p.kill, alive))
 	res.Stderr = withNote(res.Stderr, limitNote(reached, p.tree.Limits(), p.tree.OOMKiller()))
 	res.Stderr = withNote(res.Stderr, strayNote(p.strays, p.unattributed))
+	if w := p.waitAtEnd; w != nil {
+		res.Waiting = w
+		res.Stderr = withNote(res.Stderr, fmt.Sprintf("[corral: when its timeout passed it was %s. "+
+			"Run it with yield (or as a job) to answer it, or give it its input another way.]", w.Describe()))
+	}
 	res.Truncated = res.StdoutInfo.Truncated || res.StderrInfo.Truncated
 	p.journalFinish(&res)
 	p.s.busy(p.v.Session, -1)

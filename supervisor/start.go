@@ -51,8 +51,8 @@ func (s *Supervisor) prepare(p *proc) (_ *prepared, retErr error) {
 	v := p.v
 	pr := &prepared{}
 	var err error
-	if pr.wOut, pr.wErr, err = p.outs.open(); err != nil {
-		return nil, fmt.Errorf("supervisor: output pipes: %w", err)
+	if pr.wOut, pr.wErr, err = p.openOutputs(); err != nil {
+		return nil, err
 	}
 	defer func() {
 		if retErr != nil {
@@ -62,7 +62,9 @@ func (s *Supervisor) prepare(p *proc) (_ *prepared, retErr error) {
 	if pr.stdinR = s.devNull; pr.stdinR == nil {
 		return nil, errClosed
 	}
-	if v.Stdin != nil || v.interactive {
+	if p.term != nil {
+		p.stdinW = p.term.master // a terminal's input is typed into its master
+	} else if v.Stdin != nil || v.interactive {
 		if pr.stdinR, p.stdinW, err = os.Pipe(); err != nil {
 			return nil, fmt.Errorf("supervisor: stdin pipe: %w", err)
 		}
@@ -70,6 +72,9 @@ func (s *Supervisor) prepare(p *proc) (_ *prepared, retErr error) {
 	p.out = newRetained(v.stdout, s.cfg.Capture, &s.drained, v.notify)
 	p.err = newRetained(v.stderr, s.cfg.Capture, &s.drained, v.notify)
 	p.live = newLive(v.OnEvent, s.liveCap)
+	if p.term != nil {
+		p.live.eof(stderrStream) // a terminal has one output stream
+	}
 
 	pr.cmd = exec.Command(s.shell, "-c", v.Command)
 	if v.Argv != nil {
@@ -93,6 +98,9 @@ func (s *Supervisor) prepare(p *proc) (_ *prepared, retErr error) {
 		pr.gate = nil // attach closed it
 	}
 	pr.cmd.Stdin, pr.cmd.Stdout, pr.cmd.Stderr = pr.stdinR, pr.wOut, pr.wErr
+	if p.term != nil {
+		p.term.attach(pr.cmd)
+	}
 	return pr, nil
 }
 
@@ -138,6 +146,9 @@ func (s *Supervisor) unprepare(p *proc, pr *prepared) {
 	if p.stdinW != nil {
 		p.stdinW.Close()
 	}
+	if p.term != nil {
+		p.term.slave.Close() // the master is p.stdinW
+	}
 }
 
 // launch starts what prepare made inside a fresh containment, with its
@@ -176,9 +187,14 @@ func (s *Supervisor) launch(p *proc, pr *prepared) (retErr error) {
 	if p.state != nil && p.state.ch != nil {
 		p.state.ch.started()
 	}
-	// The child has its copies; ours would keep the pipes from reaching EOF.
-	pr.wOut.Close()
-	pr.wErr.Close()
+	// The child has its copies; ours would keep the pipes from reaching EOF
+	// (a terminal's master from its end).
+	if p.term != nil {
+		p.term.slave.Close()
+	} else {
+		pr.wOut.Close()
+		pr.wErr.Close()
+	}
 	if pr.stdinR != s.devNull {
 		pr.stdinR.Close()
 	}

@@ -35,6 +35,9 @@ type retained struct {
 	tailMax int64         // head+tail: the most of the tail a snapshot uses
 	total   *atomic.Int64 // the supervisor's drained-bytes counter
 	notify  func()        // nil, or called after every write (background jobs)
+	// lastWrite is when the stream was last written (UnixNano), kept when
+	// notify is set: a waiting job's prompt comes from the stream written last.
+	lastWrite atomic.Int64
 }
 
 // newRetained returns the capture for one stream. A non-nil notify (a
@@ -81,6 +84,7 @@ func (r *retained) Write(p []byte) (int, error) {
 	}
 	r.total.Add(int64(len(p)))
 	if r.notify != nil {
+		r.lastWrite.Store(time.Now().UnixNano())
 		r.notify()
 	}
 	return len(p), nil
@@ -168,7 +172,7 @@ func (p *proc) drain(i streamIndex, f *os.File) {
 			p.take(i, buf[:n])
 		}
 		if rerr != nil {
-			if !errors.Is(rerr, io.EOF) {
+			if !errors.Is(rerr, io.EOF) && !(p.term != nil && ptyEOF(rerr)) {
 				err = rerr
 			}
 			break

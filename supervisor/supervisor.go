@@ -179,6 +179,8 @@ type Supervisor struct {
 
 	idleMem idleMemory // Config.ReturnIdleMemory
 
+	waitHooks hooks[func(string, Waiting)] // OnWaiting
+
 	later sync.WaitGroup // background kills of trees whose way down gave up (finishLater)
 }
 

@@ -72,6 +72,12 @@ func (r Result) StatusOn(face Face) string {
 		return "[interrupted: the server stopped before the result was recorded]"
 	case r.ExitCode == nil && r.Signal == "" && !r.Running:
 		return "[did not start]"
+	case r.Running && r.Waiting != nil && face == FaceHTTP:
+		return fmt.Sprintf("[%s; it goes on as background job %s: answer with POST /v1/jobs/%s/stdin, "+
+			"or stop it with DELETE /v1/jobs/%s]", r.Waiting.Describe(), r.JobID, r.JobID, r.JobID)
+	case r.Running && r.Waiting != nil:
+		return fmt.Sprintf("[%s; it goes on as background job %s: answer with job_input {\"id\": %q, \"data\": \"...\"}, or stop it with job_kill]",
+			r.Waiting.Describe(), r.JobID, r.JobID)
 	case r.Running && face == FaceHTTP:
 		return fmt.Sprintf("[still running after %s as background job %s: wait for its end with POST /v1/jobs/%s/wait, "+
 			"read what it prints next with GET /v1/jobs/%s/output, or stop it with DELETE /v1/jobs/%s]", d, r.JobID, r.JobID, r.JobID, r.JobID)

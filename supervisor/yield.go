@@ -22,38 +22,66 @@ func (s *Supervisor) runYielding(ctx context.Context, v validated) (Result, erro
 	if err != nil {
 		return Result{}, err
 	}
-	timer := time.NewTimer(v.Yield)
-	defer timer.Stop()
-	select {
-	case <-j.done:
-	case <-ctx.Done():
-		j.cancelCause(context.Cause(ctx))
-		<-j.done
-	case <-timer.C:
-		// The caller's callback ends with the result this call returns; the
-		// job's later events are for the job API, not for it.
-		g.close()
-		if s.jobs.listJob(j) {
-			res := p.soFar(j)
-			g.deliver(res)
-			return res, nil
-		}
-		<-j.done
-		res, _ := j.exited()
-		g.deliver(*res)
-		return *res, nil
+	var yield <-chan time.Time // none: a terminal command without a yield runs to its end
+	if v.Yield > 0 {
+		timer := time.NewTimer(v.Yield)
+		defer timer.Stop()
+		yield = timer.C
 	}
+	for {
+		// A watched command (docs/terminals.md) yields as soon as it
+		// waits for input, too.
+		var woken <-chan struct{}
+		if j.watch != nil && v.Yield > 0 {
+			woken = j.waiter()
+			if w, _ := j.currentWait(); w != nil {
+				return s.handOver(j, p, g, w), nil
+			}
+		}
+		select {
+		case <-j.done:
+			res, _ := j.exited()
+			return *res, nil
+		case <-ctx.Done():
+			j.cancelCause(context.Cause(ctx))
+			<-j.done
+			res, _ := j.exited()
+			return *res, nil
+		case <-yield:
+			return s.handOver(j, p, g, nil), nil
+		case <-woken:
+		}
+	}
+}
+
+// handOver ends a yielding call: the command goes on as a listed job and
+// the call returns what it printed so far (w: because it waits for input),
+// or its Result when it ended meanwhile.
+func (s *Supervisor) handOver(j *job, p *proc, g *gate, w *Waiting) Result {
+	// The caller's callback ends with the result this call returns; the
+	// job's later events are for the job API, not for it.
+	g.close()
+	if s.jobs.listJob(j) {
+		res := p.soFar(j, w)
+		if w != nil {
+			g.deliverWaiting(w)
+		}
+		g.deliver(res)
+		return res
+	}
+	<-j.done
 	res, _ := j.exited()
-	return *res, nil
+	g.deliver(*res)
+	return *res
 }
 
 // soFar is the Result of a command handed over at its yield: the model
 // views of what it printed until now (a cut view's marker names no spill
 // file: the job's final Result does), and a note saying where it went. The
 // job's cursorless reads start after what these views counted.
-func (p *proc) soFar(j *job) Result {
+func (p *proc) soFar(j *job, w *Waiting) Result {
 	res := Result{Running: true, JobID: j.id, DurationMs: time.Since(p.begin).Milliseconds(),
-		Kill: KillInfo{Tier: string(p.tree.Tier())}}
+		Kill: KillInfo{Tier: string(p.tree.Tier())}, Waiting: w}
 	if p.jst != nil {
 		// The entry its final Result (from the job) will complete.
 		res.ID = p.jst.ID
@@ -64,10 +92,21 @@ func (p *proc) soFar(j *job) Result {
 	}
 	res.Stdout, res.StdoutInfo = view(p.out)
 	res.Stderr, res.StderrInfo = view(p.err)
+	if p.screen != nil {
+		var note string
+		res.Stdout, res.StdoutInfo, note = p.screenView(res.Stdout, res.StdoutInfo)
+		res.Stderr = withNote(res.Stderr, note)
+	}
 	res.Truncated = res.StdoutInfo.Truncated || res.StderrInfo.Truncated
 	j.cursorMu.Lock()
 	j.cursor = [2]int64{res.StdoutInfo.TotalBytes, res.StderrInfo.TotalBytes}
 	j.cursorMu.Unlock()
+	if w != nil {
+		res.Stderr = withNote(res.Stderr, fmt.Sprintf("[corral: %s; it goes on as background job %s "+
+			"until it ends or its timeout of %s passes. Answer with job input (its stdin), read what it prints "+
+			"next with job output, or kill it.]", w.Describe(), j.id, seconds(p.v.timeout)))
+		return res
+	}
 	res.Stderr = withNote(res.Stderr, fmt.Sprintf("[corral: still running after %s; it goes on as background job %s "+
 		"until it ends or its timeout of %s passes. Read what it prints next with job output (no cursor needed), "+
 		"wait for its result, or kill it.]", seconds(p.v.Yield), j.id, seconds(p.v.timeout)))
@@ -82,6 +121,7 @@ type gate struct {
 	cb     func(Event)
 	closed bool // guarded by mu
 	result bool // a result event went through; guarded by mu
+	waited bool // a waiting event went through; guarded by mu
 }
 
 func (g *gate) call(ev Event) {
@@ -89,6 +129,7 @@ func (g *gate) call(ev Event) {
 	defer g.mu.Unlock()
 	if !g.closed {
 		g.result = g.result || ev.Event == EventResult
+		g.waited = g.waited || ev.Event == EventWaiting
 		g.cb(ev)
 	}
 }
@@ -100,6 +141,16 @@ func (g *gate) close() {
 	g.mu.Lock()
 	g.closed = true
 	g.mu.Unlock()
+}
+
+// deliverWaiting gives the closed gate's callback the waiting event of w,
+// unless one already went through.
+func (g *gate) deliverWaiting(w *Waiting) {
+	if g == nil || g.waited {
+		return
+	}
+	g.waited = true
+	g.cb(Event{Event: EventWaiting, Waiting: w})
 }
 
 // deliver gives the closed gate's callback its result event, unless one

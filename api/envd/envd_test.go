@@ -340,9 +340,10 @@ func TestErrors(t *testing.T) {
 		{"no process", startErr(&processpb.StartRequest{}), connect.CodeInvalidArgument, "process is required"},
 		// an empty command
 		{"empty cmd", startErr(&processpb.StartRequest{Process: &processpb.ProcessConfig{}}), connect.CodeInvalidArgument, "cmd is empty"},
-		// a PTY is not offered
-		{"pty", startErr(&processpb.StartRequest{Process: &processpb.ProcessConfig{Cmd: "true"}, Pty: &processpb.PTY{}}),
-			connect.CodeUnimplemented, "PTY"},
+		// a PTY larger than a terminal may be
+		{"pty too large", startErr(&processpb.StartRequest{Process: &processpb.ProcessConfig{Cmd: "true"},
+			Pty: &processpb.PTY{Size: &processpb.PTY_Size{Cols: 5000, Rows: 10}}}),
+			connect.CodeInvalidArgument, "cols and rows"},
 		// a program found nowhere in PATH: nothing starts
 		{"no such program", startErr(&processpb.StartRequest{Process: &processpb.ProcessConfig{Cmd: "corral-no-such-program-xyz"}, Stdin: &no}),
 			connect.CodeInvalidArgument, "no such program"},
@@ -355,9 +356,9 @@ func TestErrors(t *testing.T) {
 		// another user than the one commands run as
 		{"other user", startErr(&processpb.StartRequest{Process: &processpb.ProcessConfig{Cmd: "true"}}, "Authorization", other),
 			connect.CodeInvalidArgument, `user "nobody-else" does not exist`},
-		// no PTY to resize
+		// no process to resize
 		{"update", unaryErr(e.client.Update(ctx, connect.NewRequest(&processpb.UpdateRequest{Process: pidSel(1)}))),
-			connect.CodeUnimplemented, "PTY"},
+			connect.CodeNotFound, "process with pid 1 not found"},
 		// unknown pid
 		{"signal unknown", unaryErr(e.client.SendSignal(ctx, connect.NewRequest(&processpb.SendSignalRequest{
 			Process: pidSel(1), Signal: processpb.Signal_SIGNAL_SIGKILL}))), connect.CodeNotFound, "process with pid 1 not found"},
@@ -500,8 +501,8 @@ func TestInput(t *testing.T) {
 	}
 	_, err = e.client.SendInput(ctx, connect.NewRequest(&processpb.SendInputRequest{Process: pidSel(pid2),
 		Input: &processpb.ProcessInput{Input: &processpb.ProcessInput_Pty{Pty: []byte("x")}}}))
-	if code(err) != connect.CodeUnimplemented {
-		t.Errorf("pty input: %v, want unimplemented", err)
+	if code(err) != connect.CodeInvalidArgument {
+		t.Errorf("pty input to a process without a pty: %v, want invalid_argument", err)
 	}
 	e.client.SendSignal(ctx, connect.NewRequest(&processpb.SendSignalRequest{Process: pidSel(pid2), Signal: processpb.Signal_SIGNAL_SIGKILL}))
 	proctest.NoSurvivors(t, marker, time.Second)

@@ -34,9 +34,6 @@ func (r *rpc) Start(ctx context.Context, req *connect.Request[processpb.StartReq
 		return connect.NewError(connect.CodeInvalidArgument, errors.New("process is required"))
 	case cfg.GetCmd() == "":
 		return connect.NewError(connect.CodeInvalidArgument, errors.New("process.cmd is empty"))
-	case m.Pty != nil:
-		return connect.NewError(connect.CodeUnimplemented,
-			errors.New("PTY processes are not supported: corral runs commands with pipes; start it without pty"))
 	}
 	runAs, err := s.requestUser(req.Header())
 	if err != nil {
@@ -53,6 +50,11 @@ func (r *rpc) Start(ctx context.Context, req *connect.Request[processpb.StartReq
 		},
 		Lifetime:    s.lifetime(ctx),
 		Interactive: m.Stdin == nil || *m.Stdin,
+	}
+	if m.Pty != nil {
+		// A terminal, as envd starts one: its input is the pty input (and
+		// stdin), its one output stream the pty data.
+		jr.TTY = &supervisor.TTYSize{Cols: int(m.Pty.GetSize().GetCols()), Rows: int(m.Pty.GetSize().GetRows())}
 	}
 	started, err := s.sup.Jobs().Start(jr)
 	if err != nil {
@@ -112,9 +114,19 @@ func (r *rpc) List(ctx context.Context, req *connect.Request[processpb.ListReque
 	return connect.NewResponse(&processpb.ListResponse{Processes: out}), nil
 }
 
+// Update resizes a process's terminal (the only update envd has).
 func (r *rpc) Update(ctx context.Context, req *connect.Request[processpb.UpdateRequest]) (*connect.Response[processpb.UpdateResponse], error) {
-	return nil, connect.NewError(connect.CodeUnimplemented,
-		errors.New("update resizes a PTY, and corral runs processes without one"))
+	p, err := r.s.procs.find(req.Msg.GetProcess(), false)
+	if err != nil {
+		return nil, err
+	}
+	if pty := req.Msg.GetPty(); pty != nil {
+		sz := supervisor.TTYSize{Cols: int(pty.GetSize().GetCols()), Rows: int(pty.GetSize().GetRows())}
+		if err := r.s.sup.Jobs().Resize(p.id, sz); err != nil {
+			return nil, toConnect(err)
+		}
+	}
+	return connect.NewResponse(&processpb.UpdateResponse{}), nil
 }
 
 func (r *rpc) SendInput(ctx context.Context, req *connect.Request[processpb.SendInputRequest]) (*connect.Response[processpb.SendInputResponse], error) {
@@ -134,7 +146,10 @@ func (s *Service) input(p *process, in *processpb.ProcessInput) error {
 	case *processpb.ProcessInput_Stdin:
 		return toConnect(s.sup.Jobs().Input(p.id, v.Stdin, false))
 	case *processpb.ProcessInput_Pty:
-		return connect.NewError(connect.CodeUnimplemented, errors.New("pty input: corral runs processes without a PTY"))
+		if !p.js.TTY() {
+			return connect.NewError(connect.CodeInvalidArgument, errors.New("pty input: the process was started without a pty; send stdin"))
+		}
+		return toConnect(s.sup.Jobs().Input(p.id, v.Pty, false))
 	}
 	return connect.NewError(connect.CodeInvalidArgument, errors.New("input is required (stdin)"))
 }

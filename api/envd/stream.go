@@ -40,13 +40,13 @@ func (s *Service) follow(ctx context.Context, js *supervisor.JobStream, interval
 				note := fmt.Sprintf("\n[corral: %d bytes of %s were skipped here: this client read more slowly than the "+
 					"command wrote, and corral keeps only the end of each stream (its capture ceiling, 512 KiB by default).]\n",
 					skipped, streamNames[i])
-				if err := send(dataEvent(i, []byte(note))); err != nil {
+				if err := send(dataEvent(i, js.TTY(), []byte(note))); err != nil {
 					return toConnect(err)
 				}
 			}
 			off[i] = start + int64(n)
 			if n > 0 {
-				if err := send(dataEvent(i, buf[:n])); err != nil {
+				if err := send(dataEvent(i, js.TTY(), buf[:n])); err != nil {
 					return toConnect(err)
 				}
 				sent = true
@@ -80,9 +80,13 @@ func startEvent(pid uint32) *processpb.ProcessEvent {
 	return &processpb.ProcessEvent{Event: &processpb.ProcessEvent_Start{Start: &processpb.ProcessEvent_StartEvent{Pid: pid}}}
 }
 
-func dataEvent(i int, b []byte) *processpb.ProcessEvent {
+// dataEvent is output of stream i; a process on a terminal has one stream,
+// sent as pty data, as envd does.
+func dataEvent(i int, tty bool, b []byte) *processpb.ProcessEvent {
 	d := &processpb.ProcessEvent_DataEvent{}
-	if i == 0 {
+	if tty {
+		d.Output = &processpb.ProcessEvent_DataEvent_Pty{Pty: b}
+	} else if i == 0 {
 		d.Output = &processpb.ProcessEvent_DataEvent_Stdout{Stdout: b}
 	} else {
 		d.Output = &processpb.ProcessEvent_DataEvent_Stderr{Stderr: b}

@@ -115,7 +115,7 @@ func TestEnvdE2BSDK(t *testing.T) {
 	s := startServe(t, []string{"CORRAL_TOKEN=", "HOME=" + t.TempDir()}, "--listen", "127.0.0.1:0", "--envd", "127.0.0.1:0")
 	t.Logf("corral serve up at %v", time.Since(begin).Round(time.Millisecond))
 	markers := map[string]string{}
-	for _, name := range []string{"plain", "kill", "timeout"} {
+	for _, name := range []string{"plain", "kill", "timeout", "pty"} {
 		_, markers[name] = proctest.Marker(t)
 	}
 	mj, _ := json.Marshal(markers)
@@ -160,6 +160,8 @@ func TestEnvdE2BSDK(t *testing.T) {
 		Size      int64
 		Received  int64
 		Skipped   int64
+		First     bool
+		Resized   bool
 	}
 	exit := func(st step) int {
 		if st.ExitCode == nil {
@@ -216,6 +218,14 @@ func TestEnvdE2BSDK(t *testing.T) {
 			if st.Stdout != "abc" {
 				t.Errorf("closeStdin: %s", sc.Text())
 			}
+		case "pty":
+			// sbx.pty: the size it asked for, the input typed, the resize
+			// seen by stty, and kill ending the whole terminal's tree.
+			if !st.First || !st.Resized || !strings.Contains(st.Stdout, "24 80") || !st.Killed {
+				t.Errorf("pty: %s, want \"24 80\", pty-42, \"30 100\" after resize and killed", sc.Text())
+			}
+			proctest.NoSurvivors(t, markers["pty"], 3*time.Second)
+			fmt.Fprintln(stdin, "go")
 		case "timeout":
 			if st.Ms > 10000 || (st.Name != "TimeoutError" && !st.ExitError) {
 				t.Errorf("timeoutMs 1500: %s, want a TimeoutError or CommandExitError within seconds", sc.Text())
@@ -235,7 +245,7 @@ func TestEnvdE2BSDK(t *testing.T) {
 			}
 		}
 	}
-	want := []string{"echo", "fail", "onStdout", "background", "kill", "wait", "sendStdin", "closeStdin", "timeout", "flood"}
+	want := []string{"echo", "fail", "onStdout", "background", "kill", "wait", "sendStdin", "closeStdin", "pty", "timeout", "flood"}
 	if !slices.Equal(seen, want) {
 		t.Errorf("steps %v, want %v", seen, want)
 	}

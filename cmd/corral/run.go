@@ -32,6 +32,12 @@ then a one-line summary on stderr says how it ended and what the model view
 kept. The exit code is the command's, 124 on timeout, 128+N when killed by
 signal N, 130 when interrupted.
 
+With --tty the command runs on a terminal of this terminal's size (120x40
+when stdout is not one): what you type goes to it (this terminal is put in
+raw mode while it runs, so Ctrl-C reaches the command), a resize of this
+terminal resizes it, and its output streams here as it comes. See
+docs/terminals.md.
+
 With --json nothing streams: the Result JSON is printed on stdout and corral
 exits 0 whatever the command's exit code; an invalid request prints the
 error JSON and exits 2.
@@ -53,6 +59,7 @@ type runFlags struct {
 	runAs        string
 	stdin        string
 	json         bool
+	tty          bool
 	limits       limitFlags
 }
 
@@ -75,6 +82,7 @@ func (m *Main) runFlagSet(f *runFlags) *flag.FlagSet {
 	fs.StringVar(&f.runAs, "run-as", "", "run the command as this unprivileged `user` (name or uid; needs root)")
 	fs.StringVar(&f.stdin, "stdin", "", "feed the command's stdin from `file` (- for corral's stdin; default empty)")
 	fs.BoolVar(&f.json, "json", false, "print the Result JSON instead of streaming")
+	fs.BoolVar(&f.tty, "tty", false, "run the command on a terminal of this terminal's size; what you type goes to it (docs/terminals.md)")
 	f.limits.register(fs)
 	return fs
 }
@@ -156,7 +164,16 @@ func (m *Main) run(ctx context.Context, args []string) error {
 	if !f.json {
 		req.OnEvent = m.stream
 	}
-	res, err := sup.Run(ctx, req)
+	var res supervisor.Result
+	if f.tty {
+		if f.stdin != "" {
+			return m.invalid(f.json, &supervisor.RequestError{Reason: "--stdin cannot be combined with --tty: type into the terminal"})
+		}
+		req.TTY = m.terminalSize()
+		res, err = m.runTTY(ctx, sup, req)
+	} else {
+		res, err = sup.Run(ctx, req)
+	}
 	if err != nil {
 		return m.invalid(f.json, err)
 	}

@@ -48,6 +48,26 @@ await cat.sendStdin('abc')
 await sbx.commands.closeStdin(cat.pid)
 report('closeStdin', { stdout: (await cat.wait()).stdout })
 
+// A terminal: sbx.pty.create runs an interactive login bash on a PTY;
+// input is typed into it, resize sends SIGWINCH, kill ends it.
+const dec = new TextDecoder()
+const enc = (s) => new TextEncoder().encode(s)
+let ptyOut = ''
+const until = async (cond) => {
+  for (let i = 0; i < 200 && !cond(); i++) await new Promise((r) => setTimeout(r, 50))
+  return cond()
+}
+const term = await sbx.pty.create({ cols: 80, rows: 24, envs: envs('pty'), timeoutMs: 0,
+  onData: (d) => { ptyOut += dec.decode(d, { stream: true }) } })
+await sbx.pty.sendInput(term.pid, enc('stty size; echo pty-$((6*7))\n'))
+const first = await until(() => ptyOut.includes('pty-42'))
+await sbx.pty.resize(term.pid, { cols: 100, rows: 30 })
+await sbx.pty.sendInput(term.pid, enc('stty size\n'))
+const resized = await until(() => ptyOut.includes('30 100'))
+const ptyKilled = await sbx.pty.kill(term.pid)
+const pend = await term.wait().catch((e) => e)
+await goAhead('pty', { stdout: ptyOut.slice(-3000), first, resized, killed: ptyKilled, ...failure(pend) })
+
 const t0 = Date.now()
 const te = await sbx.commands.run('setsid sleep 300 & sleep 300', { envs: envs('timeout'), timeoutMs: 1500 }).catch((e) => e)
 await goAhead('timeout', { ms: Date.now() - t0, ...failure(te) })

@@ -1,0 +1,417 @@
+package supervisor
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/corral-sh/corral/internal/proctest"
+	"github.com/corral-sh/corral/killtree"
+)
+
+// detectWithin bounds how long a test waits for a wait to be reported. The
+// figure (p50, p95) is BenchmarkWaitingLatency's; this bound only keeps a
+// machine under heavy load (Python starting in seconds) from failing the
+// test, and still fails it when detection does not happen at all.
+const detectWithin = 30 * time.Second
+
+// awaitWaiting polls the job until it is waiting and returns the wait and
+// when it was seen.
+func awaitWaiting(t *testing.T, s *Supervisor, id string) (Waiting, time.Time) {
+	t.Helper()
+	deadline := time.Now().Add(detectWithin)
+	for time.Now().Before(deadline) {
+		info, err := s.Jobs().Get(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Waiting != nil {
+			return *info.Waiting, time.Now()
+		}
+		if info.State == JobExited {
+			st, _ := s.Jobs().Status(id)
+			t.Fatalf("the job exited without waiting: %+v", st.Result)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	out, _ := s.Jobs().Output(context.Background(), id, Stdout, 0, 0)
+	t.Fatalf("no wait reported within %v; output %q", detectWithin, out.Data)
+	return Waiting{}, time.Time{}
+}
+
+// corpusFile makes a file for the programs that edit or page one.
+func corpusFile(t *testing.T) string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "file.txt")
+	if err := os.WriteFile(f, []byte("one\ntwo\nthree\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// need skips a row whose program is not installed.
+func need(t *testing.T, progs ...string) {
+	t.Helper()
+	for _, p := range progs {
+		if _, err := exec.LookPath(p); err != nil {
+			t.Skipf("%s is not installed (.ci/run installs it)", p)
+		}
+	}
+}
+
+// TestWaitingCorpus: real programs that wait for input, each on a stdin pipe
+// (an interactive job) or a terminal, are reported waiting with the kind and
+// the prompt a person would name, found in the kernel (their read, poll,
+// select or epoll wait on the job's input).
+func TestWaitingCorpus(t *testing.T) {
+	t.Parallel()
+	s := newSup(t, Config{MaxJobs: 64})
+	file := corpusFile(t)
+	py := `python3 -c `
+	for _, tc := range []struct {
+		name   string
+		cmd    string
+		tty    bool
+		kind   string
+		prompt string // the prompt, spaces trimmed at both ends
+		alt    bool   // the screen shows the alternate screen
+		progs  []string
+	}{
+		// a shell read: no prompt on a pipe (bash prints read -p only to a terminal)
+		{"read/pipe", `read x; echo got $x`, false, WaitLine, "", false, nil},
+		{"read/tty", `read -p "name: " x; echo got $x`, true, WaitLine, "name:", false, nil},
+		// echo off, canonical: a password
+		{"read-s/tty", `read -s -p "Password: " x`, true, WaitPassword, "Password:", false, nil},
+		{"input/pipe", py + `'input("name? ")'`, false, WaitLine, "name?", false, []string{"python3"}},
+		// input() outside -i reads the terminal line by line (no readline)
+		{"input/tty", py + `'input("name? ")'`, true, WaitLine, "name?", false, []string{"python3"}},
+		// getpass reads /dev/tty, not its stdin: matched through its controlling terminal
+		{"getpass/tty", py + `'import getpass; getpass.getpass()'`, true, WaitPassword, "Password:", false, []string{"python3"}},
+		{"python-i/pipe", `python3 -i`, false, WaitLine, ">>>", false, []string{"python3"}},
+		{"python-i/tty", `python3 -i`, true, WaitKey, ">>>", false, []string{"python3"}},
+		// the prompt goes to stderr
+		{"rm-i/pipe", `rm -i ` + file, false, WaitLine, fmt.Sprintf("rm: remove regular file '%s'?", file), false, nil},
+		{"rm-i/tty", `rm -i ` + file, true, WaitLine, fmt.Sprintf("rm: remove regular file '%s'?", file), false, nil},
+		// a full-screen program's prompt is the cursor's row: less's status line
+		{"less/tty", `less ` + file, true, WaitKey, file + " (END)", true, []string{"less"}},
+		{"vi/tty", `vi ` + file, true, WaitKey, "", true, []string{"vi"}},
+		// git's editor: a commit without -m opens vi on the message
+		{"git-commit/tty", `cd "$(mktemp -d)" && git init -q && EDITOR=vi git -c user.name=t -c user.email=t@t commit -q --allow-empty`,
+			true, WaitKey, "", true, []string{"git", "vi"}},
+		{"bc/pipe", `bc -q`, false, WaitLine, "", false, []string{"bc"}},
+		{"sqlite3/tty", `sqlite3`, true, WaitKey, "sqlite>", false, []string{"sqlite3"}},
+		// top redraws in place without the alternate screen; its cursor row is any row
+		{"top/tty", `top -d 1`, true, WaitKey, anyPrompt, false, []string{"top"}},
+		{"yn/pipe", `printf 'Continue? [Y/n] '; read a`, false, WaitLine, "Continue? [Y/n]", false, nil},
+		{"yn/tty", `printf 'Continue? [Y/n] '; read a`, true, WaitLine, "Continue? [Y/n]", false, nil},
+		{"cat/pipe", `cat`, false, WaitLine, "", false, nil},
+		// the waiting calls beside read: select, poll and epoll with stdin in the set
+		{"select/pipe", py + `'import select,sys; select.select([sys.stdin],[],[])'`, false, WaitLine, "", false, []string{"python3"}},
+		{"poll/pipe", py + `'import select; p=select.poll(); p.register(0, select.POLLIN); p.poll()'`, false, WaitLine, "", false, []string{"python3"}},
+		{"epoll/pipe", py + `'import select; e=select.epoll(); e.register(0, select.EPOLLIN); e.poll()'`, false, WaitLine, "", false, []string{"python3"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			need(t, tc.progs...)
+			req := JobRequest{Request: Request{Command: tc.cmd}, Interactive: !tc.tty}
+			if tc.tty {
+				req.TTY = &TTYSize{Cols: 100, Rows: 30}
+			}
+			st := startJob(t, s, req)
+			w, seen := awaitWaiting(t, s, st.ID)
+			if w.Kind != tc.kind || tc.prompt != anyPrompt && strings.TrimSpace(w.Prompt) != tc.prompt {
+				t.Errorf("waiting %+v, want kind %q and prompt %q", w, tc.kind, tc.prompt)
+			}
+			// Detection comes within a few scans of the read (quietScan,
+			// the debounce), far below this bound; see the benchmark.
+			if lag := seen.Sub(w.Since); lag > 5*time.Second || w.Since.Before(st0(s, st.ID)) {
+				t.Errorf("seen %v after its start %v", lag, w.Since)
+			}
+			if w.Pid <= 0 || len(w.Argv) == 0 {
+				t.Errorf("waiting names no process: %+v", w)
+			}
+			if tc.tty {
+				sc, err := s.Jobs().Screen(st.ID)
+				if err != nil || sc.AltScreen != tc.alt {
+					t.Errorf("screen altScreen %v (%v), want %v", sc.AltScreen, err, tc.alt)
+				}
+			}
+		})
+	}
+}
+
+// anyPrompt, as a corpus row's prompt, checks none.
+const anyPrompt = "\x00any"
+
+// st0 is when the job started.
+func st0(s *Supervisor, id string) time.Time {
+	info, _ := s.Jobs().Get(id)
+	return info.StartedAt
+}
+
+// negatives are programs that block without waiting for the job's input:
+// sleeping, reading a pipe fed inside their tree, a socket, a FIFO, inotify.
+func negatives(t *testing.T) []negative {
+	dir := t.TempDir()
+	mk := filepath.Join(dir, "Makefile")
+	os.WriteFile(mk, []byte("all: a b\na:\n\tsleep 30\nb:\n\tsleep 30\n"), 0o644)
+	log := filepath.Join(dir, "log")
+	os.WriteFile(log, []byte("x\n"), 0o644)
+	return []negative{
+		{"sleep", `sleep 30`, "sleep"},
+		{"pipe-in-tree", `yes | head -c 1G | cat >/dev/null`, "cat"},
+		{"socket-server", `python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(); s.accept()'`, "python3"},
+		{"socket-read", `python3 -c 'import socket, os; a, b = socket.socketpair(); os.read(a.fileno(), 1)'`, "python3"},
+		{"fifo", `f="$(mktemp -u)"; mkfifo "$f"; cat <>"$f"`, "cat"},
+		{"make-j2", `make -s -j2 -f ` + mk, "sleep"},
+		{"tail-f", `tail -f ` + log, "tail"},
+	}
+}
+
+// negative is a program that blocks without waiting for the job's input;
+// comm names the process whose presence in the tree starts the watch.
+type negative struct{ name, cmd, comm string }
+
+// TestWaitingNegatives: none of the negatives is ever reported waiting, on a
+// stdin pipe or a terminal, over a few seconds of scans.
+func TestWaitingNegatives(t *testing.T) {
+	t.Parallel()
+	need(t, "python3", "make")
+	s := newSup(t, Config{MaxJobs: 64})
+	for _, tc := range negatives(t) {
+		for _, tty := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/tty=%v", tc.name, tty), func(t *testing.T) {
+				t.Parallel()
+				neverWaits(t, s, tc, tty, 3*time.Second)
+			})
+		}
+	}
+}
+
+// TestWaitingNegativesHundred: each negative, 100 runs, never waiting.
+func TestWaitingNegativesHundred(t *testing.T) {
+	proctest.Heavy(t)
+	need(t, "python3", "make")
+	s := newSup(t, Config{MaxJobs: 64})
+	for _, tc := range negatives(t) {
+		t.Run(tc.name, func(t *testing.T) {
+			for i := range 100 {
+				neverWaits(t, s, tc, i%2 == 1, 300*time.Millisecond)
+			}
+		})
+	}
+}
+
+// neverWaits runs a negative as a job, and for d after its process
+// appeared in the tree, fails if it is ever reported waiting.
+func neverWaits(t *testing.T, s *Supervisor, neg negative, tty bool, d time.Duration) {
+	t.Helper()
+	cmd := neg.cmd
+	req := JobRequest{Request: Request{Command: cmd}, Interactive: !tty}
+	if tty {
+		req.TTY = &TTYSize{}
+	}
+	st := startJob(t, s, req)
+	awaitComm(t, s, st.ID, neg.comm)
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		info, err := s.Jobs().Get(st.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Waiting != nil {
+			t.Fatalf("%q reported waiting: %+v", cmd, *info.Waiting)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	s.Jobs().Kill(st.ID)
+}
+
+// TestTTYCtrlC: \u0003 typed into the terminal is a real Ctrl-C: the line
+// discipline sends SIGINT to the foreground group; a lone sleep dies of it
+// (signal SIGINT), and a shell that traps it survives and goes on.
+func TestTTYCtrlC(t *testing.T) {
+	t.Parallel()
+	s := newSup(t, Config{})
+	st := startJob(t, s, JobRequest{Request: Request{Command: `sleep 100`, TTY: &TTYSize{}}})
+	awaitComm(t, s, st.ID, "sleep")
+	if err := s.Jobs().Input(st.ID, []byte("\x03"), false); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Jobs().Wait(context.Background(), st.ID, 10*time.Second)
+	if err != nil || res.Signal != "SIGINT" {
+		t.Errorf("sleep 100 after Ctrl-C: %v, signal %q, want SIGINT", err, res.Signal)
+	}
+
+	st = startJob(t, s, JobRequest{Request: Request{Command: `trap 'echo trapped' INT; sleep 100; echo "rc=$?"; read -p "next? " x; echo "got $x"`,
+		TTY: &TTYSize{}}})
+	awaitComm(t, s, st.ID, "sleep")
+	s.Jobs().Input(st.ID, []byte("\x03"), false)
+	w, _ := awaitWaiting(t, s, st.ID)
+	if w.Prompt != "next?" {
+		t.Errorf("after Ctrl-C the shell waits with %+v, want the prompt next?", w)
+	}
+	s.Jobs().Input(st.ID, []byte("yes\r"), false)
+	res, err = s.Jobs().Wait(context.Background(), st.ID, 10*time.Second)
+	if err != nil || res.ExitCode == nil || *res.ExitCode != 0 ||
+		!strings.Contains(res.Stdout, "trapped") || !strings.Contains(res.Stdout, "rc=130") || !strings.Contains(res.Stdout, "got yes") {
+		t.Errorf("the trapping shell: %v %q %v", err, res.Stdout, res.Signal)
+	}
+}
+
+// awaitComm waits until a process named comm is in the job's tree.
+func awaitComm(t *testing.T, s *Supervisor, id, comm string) {
+	t.Helper()
+	j, err := s.jobs.get(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(detectWithin)
+	for time.Now().Before(deadline) {
+		j.mu.Lock()
+		tree := j.tree
+		j.mu.Unlock()
+		if tree == nil {
+			t.Fatalf("the job ended before %s started", comm)
+		}
+		pids, _ := tree.Pids(context.Background())
+		for _, p := range pids {
+			if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", p)); err == nil && strings.TrimSpace(string(b)) == comm {
+				return
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("no %s in the tree within %v", comm, detectWithin)
+}
+
+// TestTTYTreeKilled: a terminal job's tree, with a setsid child and a nohup
+// daemon, is killed whole on every tier, as a pipe job's is.
+func TestTTYTreeKilled(t *testing.T) {
+	t.Parallel()
+	for _, tier := range tiers(t) {
+		t.Run(string(tier), func(t *testing.T) {
+			t.Parallel()
+			s := newSup(t, Config{Containment: killtree.Config{Tier: tier}})
+			entry, marker := proctest.Marker(t)
+			k, v, _ := strings.Cut(entry, "=")
+			st, err := s.Jobs().Start(JobRequest{Request: Request{
+				Command: `setsid sleep 300 & nohup sleep 300 >/dev/null 2>&1 & echo up; sleep 300`,
+				Env:     map[string]string{k: v}, TTY: &TTYSize{}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(detectWithin)
+			// bash execs its last command: the setsid sleep, the nohup sleep and it
+			for len(proctest.Survivors(marker)) < 3 && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			res, err := s.Jobs().Kill(st.ID)
+			if err != nil || res.Kill.Tier != string(tier) || res.Kill.Processes < 3 {
+				t.Errorf("kill: %v, %+v", err, res.Kill)
+			}
+			proctest.NoSurvivors(t, marker, time.Second)
+		})
+	}
+}
+
+// TestTTYSize: stty size reports the requested size; a resize reaches a
+// WINCH trap.
+func TestTTYSize(t *testing.T) {
+	t.Parallel()
+	s := newSup(t, Config{})
+	res := run(t, s, Request{Command: `stty size`, TTY: &TTYSize{Cols: 91, Rows: 17}})
+	if res.Stdout != "17 91\n" || res.Stderr != "" {
+		t.Errorf("stty size: %q, stderr %q", res.Stdout, res.Stderr)
+	}
+	st := startJob(t, s, JobRequest{Request: Request{Command: `trap 'stty size' WINCH; while :; do read -t 0.05 x; done`,
+		TTY: &TTYSize{Cols: 80, Rows: 24}}})
+	awaitComm(t, s, st.ID, "bash")
+	time.Sleep(100 * time.Millisecond) // the trap is set before the loop runs
+	if err := s.Jobs().Resize(st.ID, TTYSize{Cols: 132, Rows: 43}); err != nil {
+		t.Fatal(err)
+	}
+	info, _ := s.Jobs().Get(st.ID)
+	if info.TTY == nil || *info.TTY != (TTYSize{Cols: 132, Rows: 43}) {
+		t.Errorf("job tty %+v after the resize", info.TTY)
+	}
+	out, err := s.Jobs().Output(context.Background(), st.ID, Stdout, 0, 10*time.Second)
+	if err != nil || !strings.Contains(out.Data, "43 132") {
+		t.Errorf("after the resize: %q %v", out.Data, err)
+	}
+	if err := s.Jobs().Resize(st.ID, TTYSize{Cols: 0, Rows: 3}); err == nil {
+		t.Error("a resize without cols was taken")
+	}
+}
+
+// TestTTYVi: vi on a terminal: typing ihello<Esc> shows hello on the
+// screen's first line with the alternate screen; :q! ends it with exit 0.
+func TestTTYVi(t *testing.T) {
+	t.Parallel()
+	need(t, "vi")
+	s := newSup(t, Config{})
+	st := startJob(t, s, JobRequest{Request: Request{Command: `vi ` + filepath.Join(t.TempDir(), "new.txt"),
+		TTY: &TTYSize{Cols: 80, Rows: 24}}})
+	if w, _ := awaitWaiting(t, s, st.ID); w.Kind != WaitKey {
+		t.Errorf("vi waits with %+v, want kind key", w)
+	}
+	s.Jobs().Input(st.ID, []byte("ihello\x1b"), false)
+	var sc Screen
+	deadline := time.Now().Add(detectWithin)
+	for time.Now().Before(deadline) {
+		sc, _ = s.Jobs().Screen(st.ID)
+		if sc.Lines[0] == "hello" {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if sc.Lines[0] != "hello" || !sc.AltScreen || sc.Cols != 80 || sc.Rows != 24 {
+		t.Errorf("screen after ihello<Esc>: %+v", sc)
+	}
+	s.Jobs().Input(st.ID, []byte(":q!\r"), false)
+	res, err := s.Jobs().Wait(context.Background(), st.ID, 20*time.Second)
+	if err != nil || res.ExitCode == nil || *res.ExitCode != 0 {
+		t.Errorf("vi after :q!: %v %+v", err, res)
+	}
+}
+
+// TestYieldOnWaiting: a yield returns as soon as a terminal command waits,
+// long before the yield, with running, jobId and waiting; stdin?yield
+// (JobExchange) returns at the next wait.
+func TestYieldOnWaiting(t *testing.T) {
+	t.Parallel()
+	s := newSup(t, Config{})
+	begin := time.Now()
+	res := run(t, s, Request{Command: `read -p "first? " a; read -p "second? " b; echo "$a-$b"`,
+		TTY: &TTYSize{}, Yield: 60 * time.Second, Timeout: 120 * time.Second})
+	t.Cleanup(func() { s.Jobs().Kill(res.JobID) })
+	if !res.Running || res.JobID == "" || res.Waiting == nil || res.Waiting.Prompt != "first?" ||
+		time.Since(begin) > 30*time.Second {
+		t.Fatalf("yield: %+v after %v", res, time.Since(begin))
+	}
+	out, err := s.Jobs().Exchange(context.Background(), res.JobID, Stdout, []byte("x\r"), false, 30*time.Second)
+	if err != nil || out.Waiting == nil || out.Waiting.Prompt != "second?" {
+		t.Fatalf("exchange: %v %+v", err, out)
+	}
+	out, err = s.Jobs().Exchange(context.Background(), res.JobID, Stdout, []byte("y\r"), false, 30*time.Second)
+	if err != nil || out.State != JobExited || !strings.Contains(out.Data, "x-y") {
+		t.Errorf("last exchange: %v %+v", err, out)
+	}
+}
+
+// TestTimeoutSaysWaiting: a foreground terminal command without yield that
+// waits until its timeout says so in its Result.
+func TestTimeoutSaysWaiting(t *testing.T) {
+	t.Parallel()
+	s := newSup(t, Config{Grace: NoGrace})
+	res := run(t, s, Request{Command: `read -p "Proceed? " x`, TTY: &TTYSize{}, Timeout: 3 * time.Second})
+	if !res.TimedOut || res.Waiting == nil || res.Waiting.Prompt != "Proceed?" ||
+		!strings.Contains(res.Stderr, "waiting for input") {
+		t.Errorf("timed out: %+v", res)
+	}
+}
