@@ -158,6 +158,12 @@ func (s *Supervisor) beginState(v validated, gated bool) (*stateStart, error) {
 	if envNow == nil {
 		envNow = os.Environ()
 	}
+	// What the request unsets and the configuration scrubs never reaches
+	// the shell: the script must not restore it, nor the checks see it.
+	envNow = slices.DeleteFunc(slices.Clone(envNow), func(kv string) bool {
+		k, _, _ := strings.Cut(kv, "=")
+		return slices.Contains(v.Unset, k) || slices.Contains(s.cfg.Scrub, k)
+	})
 	bashEnv, hasBashEnv := lookupEnv(envNow, "BASH_ENV")
 	if val, ok := v.Env["BASH_ENV"]; ok {
 		bashEnv, hasBashEnv = val, true
