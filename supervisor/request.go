@@ -289,6 +289,17 @@ func quoteWords(argv []string) string {
 // taken as it is, relative to dir.
 func lookPath(name string, env []string, dir string) (string, error) {
 	if strings.Contains(name, "/") {
+		p := name
+		if !filepath.IsAbs(p) && dir != "" {
+			p = filepath.Join(dir, p)
+		}
+		fi, err := os.Stat(p)
+		switch {
+		case err != nil:
+			return "", invalid("argv[0] %q: %v", name, errors.Unwrap(err))
+		case !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0:
+			return "", invalid("argv[0] %q is not an executable file", name)
+		}
 		return name, nil
 	}
 	path, _ := lookupEnv(env, "PATH")

@@ -192,7 +192,11 @@ func (s *Supervisor) start(v validated) (_ *proc, retErr error) {
 		return nil, errClosed
 	}
 	if err != nil {
-		err = fmt.Errorf("supervisor: start %s: %w", s.shell, err)
+		what := s.shell
+		if v.Argv != nil {
+			what = v.Argv[0]
+		}
+		err = fmt.Errorf("supervisor: start %s: %w", what, err)
 		p.journalAbandon(err)
 		return nil, err
 	}

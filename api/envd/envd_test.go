@@ -345,6 +345,12 @@ func TestErrors(t *testing.T) {
 		// a program found nowhere in PATH: nothing starts
 		{"no such program", startErr(&processpb.StartRequest{Process: &processpb.ProcessConfig{Cmd: "corral-no-such-program-xyz"}, Stdin: &no}),
 			connect.CodeInvalidArgument, "no such program"},
+		// a program path that does not exist: named, not bash
+		{"missing program path", startErr(&processpb.StartRequest{Process: &processpb.ProcessConfig{Cmd: "/nonexistent/prog"}, Stdin: &no}),
+			connect.CodeInvalidArgument, `"/nonexistent/prog"`},
+		// a program path that is a directory
+		{"directory as program", startErr(&processpb.StartRequest{Process: &processpb.ProcessConfig{Cmd: "/"}, Stdin: &no}),
+			connect.CodeInvalidArgument, `"/" is not an executable file`},
 		// a working directory that does not exist
 		{"bad cwd", startErr(&processpb.StartRequest{Process: &processpb.ProcessConfig{Cmd: "true", Cwd: &missing}, Stdin: &no}),
 			connect.CodeInvalidArgument, missing},
