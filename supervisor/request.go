@@ -107,8 +107,9 @@ type Request struct {
 	// ID) in place of Config.User: its IDs and groups, and its HOME, USER
 	// and LOGNAME; a request without Dir starts in its home. "" and the
 	// user commands run as anyway change nothing. Another user needs a
-	// supervisor running as root, and is never root itself when Config.User
-	// is set (a supervisor told to run commands unprivileged stays so).
+	// supervisor running as root; when Config.User is set it is never root
+	// (a supervisor told to run commands unprivileged stays so) and must be
+	// one of Config.AllowUsers.
 	User string
 	// Limits caps the command's memory, CPU and tasks; zero fields take
 	// the supervisor's defaults, which are also the most a request may ask.

@@ -793,3 +793,54 @@ func TestTagIsSession(t *testing.T) {
 		}
 	}
 }
+
+// TestRunAsBoundsBasicUser serves as root with commands run as nobody
+// (serve --run-as nobody): an envd Basic user other than nobody is refused,
+// root included, unless the operator allowed it (--allow-user), and then
+// the command runs as that user.
+func TestRunAsBoundsBasicUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("running a process as another user needs root")
+	}
+	for _, name := range []string{"nobody", "daemon"} {
+		if _, err := user.Lookup(name); err != nil {
+			t.Skipf("no user %s: %v", name, err)
+		}
+	}
+	t.Parallel()
+	as := func(e *env, name string) (string, error) {
+		r := connect.NewRequest(bash("", `id -un`))
+		r.Header().Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(name+":")))
+		s, err := e.client.Start(context.Background(), r)
+		if err != nil {
+			return "", err
+		}
+		defer s.Close()
+		got := collect(s)
+		return got.stdout.String(), got.err
+	}
+	runAs := func(allow ...string) option {
+		return func(_ *envd.Config, c *supervisor.Config) { c.User, c.AllowUsers = "nobody", allow }
+	}
+	strict, allowing := newEnv(t, runAs()), newEnv(t, runAs("daemon"))
+	for _, tc := range []struct {
+		name, user string
+		e          *env
+		want       string // the user it ran as, "" when refused
+	}{
+		{"the run-as user", "nobody", strict, "nobody\n"},   // the user commands run as anyway
+		{"another user", "daemon", strict, ""},              // not listed: refused
+		{"root", "root", strict, ""},                        // never root under --run-as
+		{"an allowed user", "daemon", allowing, "daemon\n"}, // listed with --allow-user
+		{"root, others allowed", "root", allowing, ""},      // still never root
+		{"a user not listed", "bin", allowing, ""},          // only those listed
+	} {
+		got, err := as(tc.e, tc.user)
+		switch {
+		case tc.want == "" && (code(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), tc.user)):
+			t.Errorf("%s: %q, %v; want invalid_argument naming %s", tc.name, got, err, tc.user)
+		case tc.want != "" && (err != nil || got != tc.want):
+			t.Errorf("%s: %q, %v; want %q", tc.name, got, err, tc.want)
+		}
+	}
+}
