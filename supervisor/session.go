@@ -243,7 +243,15 @@ func (s *Supervisor) finishState(st *stateStart, exitedByItself bool) (cwd, note
 	default:
 		dir, env, err := parseState(r.data)
 		if err == nil {
-			saved = &savedState{cwd: dir, env: s.keepEnv(env)}
+			env = s.keepEnv(env)
+			if name, n := overArgStrlen(env); name != "" {
+				notes = append(notes, fmt.Sprintf("[corral: the session state was not saved: the exported variable %s "+
+					"is %d bytes, over the kernel's limit of %d KiB for one variable (MAX_ARG_STRLEN), and would "+
+					"keep every later command from starting; the next command starts where this one started.]",
+					name, n, maxArgStrlen>>10))
+				break
+			}
+			saved = &savedState{cwd: dir, env: env}
 		} else if !errors.Is(err, errStateMissing) {
 			s.log.Warn().Err(err).Str("session", st.sess.id).Msg("session state not saved")
 		}
@@ -254,6 +262,21 @@ func (s *Supervisor) finishState(st *stateStart, exitedByItself bool) (cwd, note
 var tooLongNote = fmt.Sprintf("[corral: the session state (working directory and exported variables) "+
 	"is over the %d KiB limit and was not saved; the next command starts where this one started.]",
 	MaxSessionStateBytes>>10)
+
+// overArgStrlen names the first variable of env that execve would refuse
+// alone (E2BIG: NAME=value and its NUL over MAX_ARG_STRLEN, Linux), with
+// its size; "" when none is. A state holding one is not saved: no later
+// command of the session could start, `unset` included. The state as a
+// whole is bounded far below ARG_MAX by MaxSessionStateBytes.
+func overArgStrlen(env []string) (string, int) {
+	for _, kv := range env {
+		if len(kv)+1 > maxArgStrlen {
+			name, _, _ := strings.Cut(kv, "=")
+			return name, len(kv)
+		}
+	}
+	return "", 0
+}
 
 // staticState is the state a static command's shell would have reported:
 // its working directory as `pwd -P` gives it (the directory as given when

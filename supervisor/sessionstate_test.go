@@ -33,3 +33,26 @@ func TestUnsetBashEnvStaysUnset(t *testing.T) {
 		}
 	}
 }
+
+// TestTooBigVariableIsNotSaved exports a variable execve would refuse
+// alone (over MAX_ARG_STRLEN): the state is not saved, the command's
+// stderr says so, and every later command of the session still starts,
+// `unset BIG` among them. One under the limit is saved.
+func TestTooBigVariableIsNotSaved(t *testing.T) {
+	t.Parallel()
+	s := newSup(t, Config{})
+	res := run(t, s, Request{Session: "big", Command: `export BIG=$(head -c 200000 /dev/zero | tr '\0' a); cd /`})
+	if !strings.Contains(res.Stderr, "BIG is 200004 bytes") || !strings.Contains(res.Stderr, "not saved") {
+		t.Errorf("no note on the unsaved state: %q", res.Stderr)
+	}
+	for _, cmd := range []string{`echo "${#BIG} $PWD"`, `unset BIG; echo "${#BIG}"`} {
+		res := run(t, s, Request{Session: "big", Command: cmd})
+		if res.ExitCode == nil || *res.ExitCode != 0 || strings.HasPrefix(res.Stdout, "200000") || strings.HasPrefix(res.Stdout, "0 /\n") {
+			t.Errorf("%s after the big export: %+v", cmd, res)
+		}
+	}
+	run(t, s, Request{Session: "fits", Command: `export FITS=$(head -c 100000 /dev/zero | tr '\0' a)`})
+	if res := run(t, s, Request{Session: "fits", Command: `echo "${#FITS}"`}); res.Stdout != "100000\n" {
+		t.Errorf("a variable under the limit was not carried: %q %q", res.Stdout, res.Stderr)
+	}
+}
