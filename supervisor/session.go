@@ -43,6 +43,7 @@ type session struct {
 	cwd      string   // "" until a command saved its state
 	env      []string // nil until a command saved its state
 	running  int      // tracked commands of it running now
+	gen      uint64   // counts resets: a command started before the last one saves nothing
 	created  time.Time
 	used     time.Time
 }
@@ -82,6 +83,7 @@ func (t *sessionTable) init(max int) {
 // stateStart is what a tracked command starts from.
 type stateStart struct {
 	sess  *session
+	gen   uint64   // the session's gen when the command started
 	dir   string   // the working directory; "" is the supervisor's
 	env   []string // the base environment; nil is the supervisor's
 	note  string   // said on the Result's stderr (a vanished cwd)
@@ -127,10 +129,11 @@ func (s *Supervisor) beginState(v validated, gated bool) (*stateStart, error) {
 	}
 	if v.ResetSession {
 		sess.cwd, sess.env = "", nil
+		sess.gen++
 	}
 	sess.used = now
 	sess.running++
-	st := &stateStart{sess: sess, dir: v.Dir, env: sess.env}
+	st := &stateStart{sess: sess, gen: sess.gen, dir: v.Dir, env: sess.env}
 	cwd := sess.cwd
 	t.mu.Unlock()
 	if resumed != "" {
@@ -310,14 +313,15 @@ type savedState struct {
 }
 
 // endState records that a tracked command ended, saving its state when
-// given, and returns the session's working directory.
+// given, unless the session was reset after the command started (the reset
+// wins), and returns the session's working directory.
 func (s *Supervisor) endState(st *stateStart, saved *savedState) string {
 	t := &s.sessions
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	st.sess.running--
 	st.sess.used = time.Now()
-	if saved != nil {
+	if saved != nil && st.gen == st.sess.gen {
 		st.sess.cwd, st.sess.env = saved.cwd, saved.env
 	}
 	return cmp.Or(st.sess.cwd, st.dir, st.sess.startDir)

@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -54,5 +55,39 @@ func TestTooBigVariableIsNotSaved(t *testing.T) {
 	run(t, s, Request{Session: "fits", Command: `export FITS=$(head -c 100000 /dev/zero | tr '\0' a)`})
 	if res := run(t, s, Request{Session: "fits", Command: `echo "${#FITS}"`}); res.Stdout != "100000\n" {
 		t.Errorf("a variable under the limit was not carried: %q %q", res.Stdout, res.Stderr)
+	}
+}
+
+// TestResetWinsOverAnOlderCommand starts a command that changes the state
+// and, while it runs, resets the session; the older command ends after the
+// reset and its state is dropped: the reset wins.
+func TestResetWinsOverAnOlderCommand(t *testing.T) {
+	t.Parallel()
+	s := newSup(t, Config{})
+	start := t.TempDir()
+	release := filepath.Join(t.TempDir(), "release")
+	started := make(chan struct{}, 1)
+	older := make(chan Result, 1)
+	go func() {
+		res, _ := s.Run(context.Background(), Request{Session: "r", Dir: start,
+			Command: `cd / && export OLD=1; while [ ! -e ` + release + ` ]; do sleep 0.01; done`,
+			OnEvent: func(e Event) {
+				if e.Event == EventStart {
+					started <- struct{}{}
+				}
+			}})
+		older <- res
+	}()
+	<-started
+	run(t, s, Request{Session: "r", Dir: start, Command: "true", ResetSession: true})
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if res := <-older; res.ExitCode == nil || *res.ExitCode != 0 {
+		t.Fatalf("the older command: %+v", res)
+	}
+	res := run(t, s, Request{Session: "r", Command: `echo "$PWD ${OLD-unset}"`})
+	if want, _ := filepath.EvalSymlinks(start); res.Stdout != want+" unset\n" {
+		t.Errorf("after the reset, the older command's state was saved: %q, want %q", res.Stdout, want+" unset\n")
 	}
 }
