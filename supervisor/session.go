@@ -142,15 +142,15 @@ func (s *Supervisor) beginState(v validated, gated bool) (*stateStart, error) {
 	}
 
 	if st.dir == "" && cwd != "" {
-		if fi, err := os.Stat(cwd); err == nil && fi.IsDir() {
+		if usable, why := v.usableDir(cwd); usable {
 			st.dir = cwd
 		} else {
 			st.dir = sess.startDir
-			if fi, err := os.Stat(st.dir); err != nil || !fi.IsDir() {
+			if ok, _ := v.usableDir(st.dir); !ok {
 				st.dir = ""
 			}
-			st.note = withNote(st.note, fmt.Sprintf("[corral: the session's working directory %s no longer exists; the command ran in %s.]",
-				cwd, cmp.Or(st.dir, "the server's working directory")))
+			st.note = withNote(st.note, fmt.Sprintf("[corral: the session's working directory %s %s; the command ran in %s.]",
+				cwd, why, cmp.Or(st.dir, "the default working directory")))
 		}
 	}
 
@@ -183,6 +183,19 @@ func (s *Supervisor) beginState(v validated, gated bool) (*stateStart, error) {
 	}
 	st.extra = stateEnv(bashEnv, hasBashEnv)
 	return st, nil
+}
+
+// usableDir reports whether the command can start in dir: it is a
+// directory, and the user the command runs as may enter it; why says what
+// is wrong when not.
+func (v validated) usableDir(dir string) (ok bool, why string) {
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return false, "no longer exists"
+	}
+	if v.user != nil && !v.user.canEnter(dir) {
+		return false, "can no longer be entered by user " + v.user.name
+	}
+	return true, ""
 }
 
 // testHookAlwaysReport, set by a test, makes every tracked command report
