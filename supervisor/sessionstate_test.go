@@ -91,3 +91,36 @@ func TestResetWinsOverAnOlderCommand(t *testing.T) {
 		t.Errorf("after the reset, the older command's state was saved: %q, want %q", res.Stdout, want+" unset\n")
 	}
 }
+
+// TestXtraceNeverShowsCorralsScript turns on bash's trace every way a
+// command can (set -x in the command, SHELLOPTS=xtrace in its environment,
+// BASH_XTRACEFD pointing at stderr) and requires that neither corral's
+// start-up script nor its EXIT trap appear in the output, with and without
+// a journal (the start gate), while the command's own lines are traced.
+func TestXtraceNeverShowsCorralsScript(t *testing.T) {
+	t.Parallel()
+	sups := map[string]*Supervisor{"plain": newSup(t, Config{}), "gated": newSup(t, Config{Journal: openJournal(t, t.TempDir())})}
+	for name, s := range sups {
+		for _, tc := range []struct {
+			label string
+			req   Request
+		}{
+			{"set -x", Request{Command: "set -x; cd / && echo hi"}},                                                                         // in the command
+			{"SHELLOPTS", Request{Command: "cd / && echo hi", Env: map[string]string{"SHELLOPTS": "xtrace"}}},                               // from the environment
+			{"BASH_XTRACEFD", Request{Command: "exec 7>&2; BASH_XTRACEFD=7; set -x; cd / && echo hi"}},                                      // a dup of stderr
+			{"BASH_XTRACEFD env", Request{Command: "cd / && echo hi", Env: map[string]string{"SHELLOPTS": "xtrace", "BASH_XTRACEFD": "2"}}}, // both inherited
+		} {
+			req := tc.req
+			req.Session = "x-" + strings.ReplaceAll(tc.label, " ", "")
+			res := run(t, s, req)
+			for _, leak := range []string{"CORRAL", "corral-state", "exec 4", "trap ", "/dev/fd/", "builtin"} {
+				if strings.Contains(res.Stderr+res.Stdout, leak) {
+					t.Errorf("%s, %s: corral's script shows (%q): stderr %q", name, tc.label, leak, res.Stderr)
+				}
+			}
+			if !strings.Contains(res.Stderr, "+ echo hi") || res.Stdout != "hi\n" {
+				t.Errorf("%s, %s: the command's own trace is missing: stdout %q stderr %q", name, tc.label, res.Stdout, res.Stderr)
+			}
+		}
+	}
+}

@@ -39,7 +39,7 @@ const (
 	stateBegin = "\x00corral-state 1\x00"
 	stateEnd   = "\x00corral-end\x00"
 
-	stateTrap = `trap '[[ /dev/fd/3 -ef /dev/fd/9 && ! /dev/fd/3 -ef /dev/fd/1 && ! /dev/fd/3 -ef /dev/fd/2 ]] && ` +
+	stateTrap = `trap '` + trapXtraceOff + `[[ /dev/fd/3 -ef /dev/fd/9 && ! /dev/fd/3 -ef /dev/fd/1 && ! /dev/fd/3 -ef /dev/fd/2 ]] && ` +
 		`{ builtin printf "\0corral-state 1\0"; builtin pwd -P || builtin printf "%s\n" "$PWD"; ` +
 		`builtin printf "\0"; builtin export -p; builtin printf "\0corral-end\0"; } >&3 2>/dev/null || :' EXIT`
 
@@ -50,7 +50,23 @@ const (
 	// stateScript is the BASH_ENV script of every tracked command. The
 	// user's BASH_ENV is sourced before the trap is set, so a trap it sets
 	// cannot replace corral's.
-	stateScript = "exec 4<&-\n" + restoreBashEnv + stateTrap + "\n"
+	stateScript = xtraceOff + "exec 4<&-\n" + restoreBashEnv + stateTrap + "\n" + xtraceRestore
+
+	// xtraceOff and xtraceRestore keep the script out of a trace the
+	// command's environment turns on (SHELLOPTS=xtrace, BASH_XTRACEFD):
+	// the trace of the one command that turns it off goes to /dev/null
+	// (bash traces a command after its redirections; an inherited
+	// BASH_XTRACEFD can only be 1 or 2, or one of corral's own descriptors),
+	// and the restore is traced by nothing, being the last command run.
+	// The user's BASH_ENV runs untraced.
+	xtraceOff     = "{ CORRAL_XTRACE=$-; builtin set +x; } >/dev/null 2>&1\n"
+	xtraceRestore = "if [[ $CORRAL_XTRACE == *x* ]]; then builtin unset CORRAL_XTRACE; builtin set -x; else builtin unset CORRAL_XTRACE; fi\n"
+
+	// trapXtraceOff keeps the EXIT trap out of a trace the command turned
+	// on (set -x), whatever descriptor BASH_XTRACEFD names: the trace goes
+	// to a new descriptor on /dev/null ({var}> assigns BASH_XTRACEFD, bash
+	// 4.1), the shell being about to exit.
+	trapXtraceOff = `{ builtin set +x; } >/dev/null 2>&1 {BASH_XTRACEFD}>/dev/null; `
 
 	// gateFD is the child's descriptor of the start gate: the read end of
 	// a pipe the supervisor writes one byte to once the command's journal
@@ -66,7 +82,7 @@ const (
 // startScript is the BASH_ENV script of a command: the state trap when
 // tracked, the start gate when gated (one of the two at least).
 func startScript(tracked, gated bool) string {
-	s := "exec 4<&-\n"
+	s := xtraceOff + "exec 4<&-\n"
 	if gated {
 		s += gateLine
 	}
@@ -74,7 +90,7 @@ func startScript(tracked, gated bool) string {
 	if tracked {
 		s += stateTrap + "\n"
 	}
-	return s
+	return s + xtraceRestore
 }
 
 // MaxSessionStateBytes bounds a session's saved state as the shell reports
