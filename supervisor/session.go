@@ -97,6 +97,7 @@ type stateStart struct {
 	static   bool
 	startDir string
 	startEnv []string
+	dirFile  *os.File // the start directory held open (openStartDir); nil when not
 }
 
 // tracked reports whether v's command carries session state.
@@ -215,6 +216,10 @@ func envOf(m map[string]string) []string {
 func (st *stateStart) prepare(cmd *exec.Cmd) {
 	if st.static {
 		st.startDir, st.startEnv = cmd.Dir, cmd.Env
+		if st.startDir == "" {
+			st.startDir, _ = os.Getwd()
+		}
+		st.dirFile = openStartDir(st.startDir)
 		return
 	}
 	if st.ch == nil {
@@ -228,6 +233,9 @@ func (st *stateStart) prepare(cmd *exec.Cmd) {
 func (s *Supervisor) abandonState(st *stateStart) {
 	if st.ch != nil {
 		st.ch.close()
+	}
+	if st.dirFile != nil {
+		st.dirFile.Close()
 	}
 	s.endState(st, nil)
 }
@@ -247,6 +255,9 @@ func (s *Supervisor) finishState(st *stateStart, exitedByItself bool) (cwd, note
 	var notes []string
 	if st.note != "" {
 		notes = append(notes, st.note)
+	}
+	if st.dirFile != nil {
+		defer st.dirFile.Close()
 	}
 	var saved *savedState
 	switch {
@@ -302,6 +313,13 @@ func (s *Supervisor) staticState(st *stateStart) *savedState {
 	dir := st.startDir
 	if dir == "" {
 		dir, _ = os.Getwd()
+	}
+	if st.dirFile != nil {
+		// The command may have renamed the directory it ran in (`mv`
+		// of it or a parent): follow it, as the shell's pwd -P would.
+		if p, moved := followDir(st.dirFile, dir); moved {
+			dir = p
+		}
 	}
 	if p, err := filepath.EvalSymlinks(dir); err == nil {
 		dir = p

@@ -124,3 +124,26 @@ func TestXtraceNeverShowsCorralsScript(t *testing.T) {
 		}
 	}
 }
+
+// TestStaticRenameIsFollowed renames, with a static command (one whose
+// shell is not asked to report), the directory the session is in: the next
+// command starts in the directory under its new name, as it would after a
+// reporting command (the shell's pwd -P), not in the start directory.
+func TestStaticRenameIsFollowed(t *testing.T) {
+	t.Parallel()
+	s := newSup(t, Config{})
+	base, _ := filepath.EvalSymlinks(t.TempDir())
+	a, b := filepath.Join(base, "a"), filepath.Join(base, "b")
+	if err := os.Mkdir(a, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run(t, s, Request{Session: "mv", Dir: base, Command: "cd " + a})
+	mv := "mv " + a + " " + b
+	if !leavesStateAlone(mv) {
+		t.Fatalf("%q is not static", mv)
+	}
+	run(t, s, Request{Session: "mv", Command: mv})
+	if res := run(t, s, Request{Session: "mv", Command: "pwd"}); res.Stdout != b+"\n" || res.Stderr != "" {
+		t.Errorf("after the rename: stdout %q stderr %q, want %s", res.Stdout, res.Stderr, b)
+	}
+}
