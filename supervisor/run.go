@@ -61,24 +61,25 @@ func (s *Supervisor) Run(ctx context.Context, r Request) (Result, error) {
 
 // proc is one running command and everything its lifecycle owns.
 type proc struct {
-	s        *Supervisor
-	v        validated
-	id       string
-	log      zerolog.Logger
-	begin    time.Time
-	cmd      *exec.Cmd
-	tree     *killtree.Tree
-	out, err *retained
-	outs     outputs          // the read ends of stdout and stderr (per OS)
-	stdinW   *os.File         // nil when stdin is /dev/null
-	stdinEnd chan struct{}    // closed when the stdin writer returned
-	state    *stateStart      // nil unless the command carries session state
-	jst      *journal.Started // its journal entry; nil without one
-	drained  chan error       // one value per stream drained in the background at its end; buffered 2
-	pending  int              // how many values drained will carry
-	live     *live
-	kill     KillInfo
-	sent     string // the signal the way down sent last
+	s         *Supervisor
+	v         validated
+	id        string
+	log       zerolog.Logger
+	begin     time.Time
+	cmd       *exec.Cmd
+	tree      *killtree.Tree
+	out, err  *retained
+	outs      outputs          // the read ends of stdout and stderr (per OS)
+	stdinW    *os.File         // nil when stdin is /dev/null
+	stdinEnd  chan struct{}    // closed when the stdin writer returned
+	state     *stateStart      // nil unless the command carries session state
+	jst       *journal.Started // its journal entry; nil without one
+	drained   chan error       // one value per stream drained in the background at its end; buffered 2
+	pending   int              // how many values drained will carry
+	live      *live
+	kill      KillInfo
+	sent      string // the signal the way down sent last
+	deletions uint64 // its session's deletion count when it began (busy)
 
 	strays       int                // what the way down killed that this or an ended command left (killtree.Report.Strays)
 	unattributed []killtree.Process // what it left: born while this and another running command ran
@@ -200,7 +201,7 @@ func (s *Supervisor) start(v validated) (_ *proc, retErr error) {
 		p.journalAbandon(err)
 		return nil, err
 	}
-	s.busy(p.v.Session, 1)
+	p.deletions = s.busy(p.v.Session, 1)
 	if p.state != nil && p.state.ch != nil {
 		p.state.ch.started()
 	}
@@ -403,7 +404,13 @@ func (p *proc) shape(r *retained, name string) (string, budget.Info) {
 	if len(label) > 120 {
 		label = label[:120]
 	}
+	p.s.js.spillMu.RLock()
+	if p.s.sessionDeleted(p.v.Session, p.deletions) {
+		p.s.js.spillMu.RUnlock()
+		return view, info // the session was deleted while the command ran
+	}
 	path, err := p.s.spills.WriteStream(p.v.Session, label+"."+name, stream)
+	p.s.js.spillMu.RUnlock()
 	if err != nil {
 		p.log.Warn().Err(err).Str("stream", name).Msg("spill")
 		return view, info

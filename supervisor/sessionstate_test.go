@@ -147,3 +147,47 @@ func TestStaticRenameIsFollowed(t *testing.T) {
 		t.Errorf("after the rename: stdout %q stderr %q, want %s", res.Stdout, res.Stderr, b)
 	}
 }
+
+// TestDeletedSessionGetsNoSpill deletes a session while a command of it
+// runs; the command then prints more than its view holds, and writes no
+// spill file: nothing of the deleted session comes back on disk. A command
+// of the session started after the deletion spills as usual.
+func TestDeletedSessionGetsNoSpill(t *testing.T) {
+	t.Parallel()
+	data := t.TempDir()
+	s := newSup(t, Config{DataDir: data})
+	release := filepath.Join(t.TempDir(), "release")
+	flood := "head -c 300000 /dev/zero | tr '\\0' x"
+	started := make(chan struct{}, 1)
+	older := make(chan Result, 1)
+	go func() {
+		res, _ := s.Run(context.Background(), Request{Session: "del",
+			Command: `while [ ! -e ` + release + ` ]; do sleep 0.01; done; ` + flood,
+			OnEvent: func(e Event) {
+				if e.Event == EventStart {
+					started <- struct{}{}
+				}
+			}})
+		older <- res
+	}()
+	<-started
+	if err := s.DeleteSession("del"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res := <-older
+	if !res.StdoutInfo.Truncated || res.StdoutInfo.SpillPath != "" {
+		t.Errorf("the command of the deleted session: truncated %v, spill %q", res.StdoutInfo.Truncated, res.StdoutInfo.SpillPath)
+	}
+	filepath.WalkDir(data, func(path string, d os.DirEntry, err error) error {
+		if err == nil && strings.Contains(path, "del") {
+			t.Errorf("the deleted session is back on disk: %s", path)
+		}
+		return nil
+	})
+	if res := run(t, s, Request{Session: "del", Command: flood}); res.StdoutInfo.SpillPath == "" {
+		t.Errorf("a command started after the deletion wrote no spill: %+v", res.StdoutInfo)
+	}
+}
