@@ -112,7 +112,7 @@ func Code(err error) string {
 		return CodeUnauthenticated
 	case errors.Is(err, ErrForbidden):
 		return CodePermissionDenied
-	case errors.Is(err, ErrUnavailable), errors.Is(err, supervisor.ErrClosed):
+	case errors.Is(err, ErrUnavailable), errors.Is(err, supervisor.ErrClosed), errors.Is(err, journal.ErrOffline):
 		return CodeUnavailable
 	}
 	return CodeInternal

@@ -17,6 +17,7 @@ import (
 )
 
 func TestLoad(t *testing.T) {
+	proctest.Heavy(t)
 	if testing.Short() {
 		t.Skip("200 concurrent commands of 50 MiB each")
 	}

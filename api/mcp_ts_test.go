@@ -20,6 +20,7 @@ import (
 // aborted with an AbortController has its tree killed. It skips when npm
 // or the registry is unavailable, and in -short mode.
 func TestMCPTypeScriptSDK(t *testing.T) {
+	proctest.Heavy(t)
 	t.Parallel()
 	if testing.Short() {
 		t.Skip("installs @modelcontextprotocol/sdk with npm")

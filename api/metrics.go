@@ -3,6 +3,7 @@ package api
 import (
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -100,4 +101,30 @@ func outcomeOf(res supervisor.Result) string {
 		return OutcomeSuccess
 	}
 	return OutcomeFailure
+}
+
+// registerGauges registers the gauges read at each scrape: whether the
+// supervisor's journal is offline, and the Go runtime's soft memory limit
+// (corral serve and corral mcp set it: cmd/corral/memlimit.go).
+func registerGauges(reg prometheus.Registerer, sup *supervisor.Supervisor) error {
+	limit := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "corral_memory_limit_bytes",
+		Help: "The Go runtime's soft memory limit the server runs under (debug.SetMemoryLimit; 9.223372036854776e+18 when none).",
+	}, func() float64 { return float64(debug.SetMemoryLimit(-1)) })
+	if err := reg.Register(limit); err != nil {
+		return fmt.Errorf("api: register metrics: %w", err)
+	}
+	offline := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "corral_journal_offline",
+		Help: "1 once a storage fault (a damaged page, an I/O error, a full disk) took the journal offline: Results are not journaled until a restart.",
+	}, func() float64 {
+		if sup.Stats().JournalOffline {
+			return 1
+		}
+		return 0
+	})
+	if err := reg.Register(offline); err != nil {
+		return fmt.Errorf("api: register metrics: %w", err)
+	}
+	return nil
 }

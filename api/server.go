@@ -145,6 +145,9 @@ func New(cfg Config) (*Server, error) {
 	if err := s.reg.Register(journalErrors); err != nil {
 		return nil, fmt.Errorf("api: register metrics: %w", err)
 	}
+	if err := registerGauges(s.reg, cfg.Supervisor); err != nil {
+		return nil, err
+	}
 	s.metrics = m
 	s.base, s.cancel = context.WithCancel(context.Background())
 	s.mcp = s.newMCPServer()

@@ -71,6 +71,7 @@ func runInSafety(t *testing.T, tier killtree.Tier, command string) supervisor.Re
 // in the safety cgroup, so a bomb there would not be capped. Nothing may survive, and the bomb must have grown (at least 20
 // processes killed) for the test to mean anything.
 func TestForkBombs(t *testing.T) {
+	proctest.Heavy(t)
 	warmUp(t)
 	check := processOracles(t)
 	defer check()

@@ -112,6 +112,7 @@ func escapeCases() []escapeCase {
 // tier; -short only the strongest), through the server and through the library, and checks the Result
 // and that nothing carrying the case's marker is left.
 func TestEscapes(t *testing.T) {
+	proctest.Heavy(t)
 	warmUp(t)
 	check := processOracles(t)
 	defer check()
@@ -147,6 +148,7 @@ func TestEscapes(t *testing.T) {
 // killtree.Config.OwnProcess). The environment marker is scrubbed, so the
 // test tracks each daemon by a pidfd taken from the PID it wrote to a file.
 func TestEscapeScrubbed(t *testing.T) {
+	proctest.Heavy(t)
 	warmUp(t)
 	check := processOracles(t)
 	defer check()

@@ -278,6 +278,7 @@ const (
 // its threads did not grow after the first round, and its RSS is within 40
 // MiB of its baseline (the retention cap and the runtime's headroom).
 func TestServerUnderAttack(t *testing.T) {
+	proctest.Heavy(t)
 	if testing.Short() {
 		t.Skip("a 15-second attack on a server")
 	}

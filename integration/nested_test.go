@@ -41,6 +41,7 @@ const (
 // outer command's cgroups (issue 16, item 5): before that the inner corral
 // made its leaves at the hierarchy's root, beside the outer's.
 func TestNestedCorral(t *testing.T) {
+	proctest.Heavy(t)
 	tiers := workingTiers()
 	for _, outer := range tiers {
 		for _, inner := range tiers {
@@ -61,6 +62,7 @@ func TestNestedCorral(t *testing.T) {
 // nested (issue 16, item 5) the inner sleep survived with parent PID 1: the
 // inner corral and its watchdog died in the outer leaf, and no sweep ran.
 func TestNestedCorralOuterCrash(t *testing.T) {
+	proctest.Heavy(t)
 	for _, outer := range workingTiers() {
 		for _, inner := range workingTiers() {
 			if outer == "pgroup" || inner == "pgroup" {

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/corral-sh/corral/budget"
+	"github.com/corral-sh/corral/internal/proctest"
 	"github.com/corral-sh/corral/supervisor"
 )
 
@@ -63,6 +64,7 @@ func peakKB(t *testing.T, command string) (int64, supervisor.Result) {
 // and the library. Each ends with the marker oracle, and the group with the
 // zombie and descriptor oracles.
 func TestFloods(t *testing.T) {
+	proctest.Heavy(t)
 	warmUp(t)
 	check := processOracles(t)
 	defer check()

@@ -19,6 +19,7 @@ import (
 // threads as after a warm-up, and the same go_goroutines when /metrics
 // exports it.
 func TestThousandCommands(t *testing.T) {
+	proctest.Heavy(t)
 	warmUp(t)
 	check := processOracles(t)
 	defer check()

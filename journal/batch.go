@@ -95,7 +95,7 @@ func (j *Journal) Batch(session, id string) (Batch, error) {
 		return Batch{}, err
 	}
 	var bt Batch
-	err := j.db.View(func(tx *bolt.Tx) error {
+	err := j.view(func(tx *bolt.Tx) error {
 		var err error
 		bt, err = getBatch(tx, session, id)
 		return err
@@ -114,7 +114,7 @@ func getBatch(tx *bolt.Tx, session, id string) (Batch, error) {
 	}
 	var bt Batch
 	if err := json.Unmarshal(v, &bt); err != nil {
-		return Batch{}, fmt.Errorf("journal: batch %s: %w", id, err)
+		return Batch{}, fmt.Errorf("%w: batch %s of session %s: %v", errDamagedValue, id, session, err)
 	}
 	bt.View = bytes.Clone(bt.View)
 	return bt, nil

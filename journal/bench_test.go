@@ -2,7 +2,9 @@ package journal
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -99,4 +101,42 @@ func BenchmarkHistory100k(b *testing.B) {
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
 	b.ReportMetric(float64(fi.Size())/float64(n), "store-B/entry")
 	b.ReportMetric(float64(len(res)), "result-B")
+}
+
+// bigStore writes a store of 1,000 sessions and 100,000 entries of about
+// 1 KiB (BENCH_ENTRIES to change the count), the restart budget's size,
+// and returns its data directory.
+func bigStore(b *testing.B) string {
+	n := 100000
+	if v, err := strconv.Atoi(os.Getenv("BENCH_ENTRIES")); err == nil {
+		n = v
+	}
+	dir := b.TempDir()
+	j, err := Open(dir, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	sessions := make([]string, 1000)
+	for i := range sessions {
+		sessions[i] = fmt.Sprintf("session-%d", i)
+	}
+	fill(b, j, sessions, n, sampleResult())
+	j.Close()
+	return dir
+}
+
+// BenchmarkOpen100k: Open (with its check of the whole file, verify) and
+// Close of bigStore's store; the wall time (BenchmarkVerify100k reports
+// the check's CPU time).
+func BenchmarkOpen100k(b *testing.B) {
+	dir := bigStore(b)
+	for b.Loop() {
+		j, err := Open(dir, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		j.Close()
+	}
+	fi, _ := os.Stat(filepath.Join(dir, "journal", FileName))
+	b.ReportMetric(float64(fi.Size())/(1<<20), "store-MiB")
 }

@@ -1,6 +1,8 @@
 package journal
 
 import (
+	"errors"
+
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -56,22 +58,21 @@ func (j *Journal) commitLoop() {
 	}
 }
 
+// commit commits a group; after a storage fault (fault.go) each op gets
+// the error that says the journal is offline.
 func (j *Journal) commit(group []*op) {
-	err := j.db.Update(func(tx *bolt.Tx) error {
-		for _, o := range group {
-			if err := o.fn(tx); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err == nil || len(group) == 1 {
+	fns := make([]func(*bolt.Tx) error, len(group))
+	for i, o := range group {
+		fns[i] = o.fn
+	}
+	err := j.tx(fns...)
+	if err == nil || len(group) == 1 || errors.Is(err, ErrOffline) {
 		for _, o := range group {
 			o.done <- err
 		}
 		return
 	}
 	for _, o := range group {
-		o.done <- j.db.Update(o.fn)
+		o.done <- j.tx(o.fn)
 	}
 }

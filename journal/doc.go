@@ -31,14 +31,17 @@
 //   - Exclusion: one process per store. Open waits at most
 //     Options.LockTimeout (default 1 s) for bbolt's file lock and then
 //     fails with [ErrLocked], naming the file.
-//   - Damage: a file that is not a bbolt store, fails its checksums, is
-//     shorter than its own meta page says (cut off), or makes bbolt panic
-//     while opening makes Open fail with a
-//     [*CorruptError] naming the file and saying how to move it aside; the
-//     journal never starts empty over it.
-//     An empty file is a new store. Open does not walk every page (that
-//     would cost a restart a read of the whole file): damage inside a page
-//     whose meta pages are sound shows only when that page is read.
+//   - Damage: Open reads the whole file before bbolt maps it (verify.go:
+//     both meta pages, every reachable page's header, elements and key
+//     order, the freelist, the journal's own layout) and refuses a damaged
+//     file with a [*CorruptError] naming the file and saying how to move
+//     it aside; the journal never starts empty over it. An empty file is
+//     a new store.
+//   - Storage faults: a panic inside bbolt, a fault on its memory mapping,
+//     a commit that cannot write or sync (EIO, ENOSPC), or a stored value
+//     that is not JSON takes the Journal offline: that call and every
+//     later one fail with an error wrapping [ErrOffline], and nothing
+//     touches bbolt again (fault.go; docs/journal.md).
 //   - Retention: a session keeps its newest Options.MaxEntries entries
 //     (default 10,000; older ones are deleted as new ones come);
 //     [Journal.Sweep] deletes the sessions idle longer than

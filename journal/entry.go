@@ -150,7 +150,7 @@ func (j *Journal) Get(session, id string) ([]byte, error) {
 		return nil, err
 	}
 	var out []byte
-	err := j.db.View(func(tx *bolt.Tx) error {
+	err := j.view(func(tx *bolt.Tx) error {
 		b := tx.Bucket([]byte(session))
 		if b == nil {
 			return fmt.Errorf("%w: session %s", ErrNotFound, session)
@@ -162,6 +162,9 @@ func (j *Journal) Get(session, id string) ([]byte, error) {
 		}
 		if v == nil {
 			return fmt.Errorf("%w: result %s in session %s", ErrNotFound, id, session)
+		}
+		if !json.Valid(v) {
+			return fmt.Errorf("%w: entry %s of session %s", errDamagedValue, id, session)
 		}
 		out = bytes.Clone(v)
 		return nil
@@ -197,13 +200,16 @@ func (j *Journal) List(session string, after uint64, limit int) (entries [][]byt
 		return nil, 0, fmt.Errorf("journal: limit must be between 1 and %d, got %d", MaxList, limit)
 	}
 	next = after
-	err = j.db.View(func(tx *bolt.Tx) error {
+	err = j.view(func(tx *bolt.Tx) error {
 		b := tx.Bucket([]byte(session))
 		if b == nil {
 			return fmt.Errorf("%w: session %s", ErrNotFound, session)
 		}
 		c := b.Bucket(bucketEntries).Cursor()
 		for k, v := c.Seek(u64(after + 1)); k != nil && len(entries) < limit; k, v = c.Next() {
+			if !json.Valid(v) {
+				return fmt.Errorf("%w: entry %d of session %s", errDamagedValue, be64(k), session)
+			}
 			entries = append(entries, bytes.Clone(v))
 			next = be64(k)
 		}

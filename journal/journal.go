@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -75,6 +77,8 @@ type Journal struct {
 
 	staleMu sync.Mutex
 	stale   []pendingKey // unfinished at Open; guarded by staleMu
+
+	fault atomic.Pointer[offlineError] // the storage fault that took it offline (fault.go)
 }
 
 // Open opens (creating if missing) the store in <dataDir>/journal/.
@@ -107,9 +111,9 @@ func Open(dataDir string, opts Options) (*Journal, error) {
 }
 
 // openDB opens the bbolt file, turning its failures into ErrLocked or a
-// CorruptError. bbolt checks the meta pages' checksums; a file cut short
-// after them is caught by comparing its size with the size the meta page
-// records, before any page past the end is touched through the mapping.
+// CorruptError. Between taking the file's lock and mapping it, bbolt
+// calls openFile, which reads the whole file once (verify): bbolt itself
+// checks only its meta pages.
 func openDB(path string, timeout time.Duration) (_ *bolt.DB, retErr error) {
 	defer func() {
 		// bbolt panics on some damaged pages rather than returning an error.
@@ -117,25 +121,39 @@ func openDB(path string, timeout time.Duration) (_ *bolt.DB, retErr error) {
 			retErr = &CorruptError{Path: path, Err: fmt.Errorf("%v", r)}
 		}
 	}()
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, FreelistType: bolt.FreelistMapType})
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	openFile := func(name string, flag int, mode os.FileMode) (*os.File, error) {
+		f, err := os.OpenFile(name, flag, mode)
+		if err != nil {
+			return nil, err
+		}
+		if err := lockFile(f, timeout); err != nil {
+			f.Close()
+			return nil, err
+		}
+		fi, err := f.Stat()
+		if err == nil && fi.Size() > 0 { // an empty file is a new store
+			if err = verify(f, fi.Size()); err != nil {
+				err = &CorruptError{Path: path, Err: err}
+			}
+		}
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
+		return f, nil
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, FreelistType: bolt.FreelistMapType, OpenFile: openFile})
+	var ce *CorruptError
 	switch {
+	case errors.As(err, &ce):
+		return nil, ce
 	case errors.Is(err, bolterr.ErrTimeout):
 		return nil, fmt.Errorf("%w: %s is locked (is another corral serve using this data directory?)", ErrLocked, path)
 	case errors.Is(err, bolterr.ErrInvalid), errors.Is(err, bolterr.ErrChecksum), errors.Is(err, bolterr.ErrVersionMismatch):
 		return nil, &CorruptError{Path: path, Err: err}
 	case err != nil:
 		return nil, fmt.Errorf("journal: open %s: %w", path, err)
-	}
-	fi, err := os.Stat(path)
-	if err != nil {
-		db.Close()
-		return nil, fmt.Errorf("journal: %w", err)
-	}
-	var want int64
-	db.View(func(tx *bolt.Tx) error { want = tx.Size(); return nil })
-	if fi.Size() < want {
-		db.Close()
-		return nil, &CorruptError{Path: path, Err: fmt.Errorf("the file holds %d bytes, its meta page says %d", fi.Size(), want)}
 	}
 	return db, nil
 }
@@ -151,7 +169,7 @@ func (j *Journal) Close() error {
 	close(j.ops)
 	j.mu.Unlock()
 	<-j.done
-	return j.db.Close()
+	return j.closeDB()
 }
 
 // Path is the store's file.

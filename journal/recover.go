@@ -23,16 +23,21 @@ func pendingBatchKey(session, id string) []byte {
 // init makes the pending bucket and remembers what an earlier process left
 // unfinished, for Recover.
 func (j *Journal) init() error {
-	return j.db.Update(func(tx *bolt.Tx) error {
+	j.stale = nil
+	err := j.tx(func(tx *bolt.Tx) error {
 		p, err := tx.CreateBucketIfNotExists(bucketPending)
 		if err != nil {
-			return fmt.Errorf("journal: %w", err)
+			return err
 		}
 		return p.ForEach(func(k, _ []byte) error {
 			j.stale = append(j.stale, pendingKey(append([]byte(nil), k...)))
 			return nil
 		})
 	})
+	if err != nil {
+		return fmt.Errorf("journal: open %s: %w", j.path, err)
+	}
+	return nil
 }
 
 // Unfinished counts the entries and batches an earlier process left
@@ -100,7 +105,7 @@ func recoverOne(tx *bolt.Tx, k pendingKey, now time.Time, complete func(Entry) (
 	}
 	var e Entry
 	if err := json.Unmarshal(v, &e); err != nil {
-		return false, fmt.Errorf("entry %d of session %s: %w", seq, session, err)
+		return false, fmt.Errorf("%w: entry %d of session %s: %v", errDamagedValue, seq, session, err)
 	}
 	e.Result = nil // null while it ran
 	res, err := complete(e)

@@ -139,7 +139,7 @@ func info(id string, b *bolt.Bucket) SessionInfo {
 // Sessions lists the journaled sessions, most recently used first.
 func (j *Journal) Sessions() ([]SessionInfo, error) {
 	var out []SessionInfo
-	err := j.db.View(func(tx *bolt.Tx) error {
+	err := j.view(func(tx *bolt.Tx) error {
 		return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
 			if validSession(string(name)) == nil {
 				out = append(out, info(string(name), b))
@@ -157,7 +157,7 @@ func (j *Journal) Session(id string) (SessionInfo, error) {
 		return SessionInfo{}, err
 	}
 	var out SessionInfo
-	err := j.db.View(func(tx *bolt.Tx) error {
+	err := j.view(func(tx *bolt.Tx) error {
 		b := tx.Bucket([]byte(id))
 		if b == nil {
 			return fmt.Errorf("%w: session %s", ErrNotFound, id)
@@ -204,7 +204,7 @@ func deleteSession(tx *bolt.Tx, id string) error {
 // something running), and returns the IDs it deleted.
 func (j *Journal) Sweep(now time.Time, keep func(id string) bool) ([]string, error) {
 	var old []string
-	j.db.View(func(tx *bolt.Tx) error {
+	err := j.view(func(tx *bolt.Tx) error {
 		return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
 			id := string(name)
 			if validSession(id) == nil && now.Sub(getTime(b, keyUsed)) > j.opts.Retention && (keep == nil || !keep(id)) {
@@ -213,11 +213,14 @@ func (j *Journal) Sweep(now time.Time, keep func(id string) bool) ([]string, err
 			return nil
 		})
 	})
+	if err != nil {
+		return nil, fmt.Errorf("journal: sweep: %w", err)
+	}
 	if len(old) == 0 {
 		return nil, nil
 	}
 	var swept []string
-	err := j.update(func(tx *bolt.Tx) error {
+	err = j.update(func(tx *bolt.Tx) error {
 		swept = swept[:0]
 		for _, id := range old {
 			b := tx.Bucket([]byte(id))

@@ -116,6 +116,7 @@ wait:
 // v1). On pgroup the limit is RLIMIT_AS: the allocation fails in the
 // process and nothing is reported as reached.
 func TestMemoryLimit(t *testing.T) {
+	proctest.Heavy(t)
 	py := python(t)
 	safety := proctest.Safe(t, safetyPids)
 	safety.LimitMemory(1 << 30) // a failing limit below cannot take the machine
@@ -158,6 +159,7 @@ func TestMemoryLimit(t *testing.T) {
 // TestMemoryPeak: 150 MiB used under a 256 MiB limit is left alone, and the
 // peak reported is within 10 % of 150 MiB.
 func TestMemoryPeak(t *testing.T) {
+	proctest.Heavy(t)
 	py := python(t)
 	safety := proctest.Safe(t, safetyPids)
 	safety.LimitMemory(1 << 30)
@@ -184,6 +186,7 @@ func TestMemoryPeak(t *testing.T) {
 // one second of CPU time: never more than half the tree's life (the
 // quota), and at least 800 ms on a machine that had the CPU to give.
 func TestCPULimit(t *testing.T) {
+	proctest.Heavy(t)
 	py := python(t)
 	safety := proctest.Safe(t, safetyPids)
 	for _, tier := range []Tier{TierCgroup2, TierCgroup1} {
@@ -254,6 +257,7 @@ func TestKillLiftsCPUQuota(t *testing.T) {
 // Reached says pids on every tier that has a pids limit; pgroup lists it
 // as not enforced.
 func TestPidsLimitReached(t *testing.T) {
+	proctest.Heavy(t)
 	safety := proctest.Safe(t, safetyPids)
 	for _, tier := range limitTiers {
 		t.Run(string(tier), func(t *testing.T) {
@@ -284,6 +288,7 @@ func TestPidsLimitReached(t *testing.T) {
 // TestRusageGrandchild: on pgroup the usage comes from rusage, and a
 // grandchild's CPU time and peak reach it through the waits of its parents.
 func TestRusageGrandchild(t *testing.T) {
+	proctest.Heavy(t)
 	py := python(t)
 	safety := proctest.Safe(t, safetyPids)
 	safety.LimitMemory(2 << 30)

@@ -125,7 +125,7 @@ func TestMatrix(t *testing.T) {
 				mig = filepath.Join(mnt.v1["freezer"], safety.Name())
 			}
 			all := scenarios()
-			if tier != TierPgroup && !testing.Short() {
+			if tier != TierPgroup && proctest.HeavyOn() {
 				all = append(all, bombScenarios()...) // pgroup bombs: TestPgroupBombs
 			}
 			for _, sc := range all {
@@ -285,6 +285,7 @@ func waitMembers(t *testing.T, tr *Tree, n int) {
 // supervisor helper process inside the safety cgroup (the pgroup tier has no
 // fork limit of its own).
 func TestPgroupBombs(t *testing.T) {
+	proctest.Heavy(t)
 	if testing.Short() {
 		t.Skip("-short: no 1,000-process bombs")
 	}

@@ -252,6 +252,7 @@ func readAllNow(f *os.File) ([]byte, error) {
 // TestMatrixReaper runs the matrix scenarios (no bombs) with a reaper on
 // every tier: the reaper changes nothing of what the matrix checks.
 func TestMatrixReaper(t *testing.T) {
+	proctest.Heavy(t)
 	safety := proctest.Safe(t, safetyPids)
 	mnt := findMounts()
 	for _, tier := range workingTiers(t, safety.Name()) {

@@ -146,6 +146,7 @@ func TestOwnedElsewhereAfterReap(t *testing.T) {
 // (800 orphans of an exited shell, reparented to this subreaper's main
 // thread, are some 5 KB of text).
 func TestOwnChildrenRead(t *testing.T) {
+	proctest.Heavy(t)
 	m, err := New(Config{Tier: TierPgroup})
 	if err != nil {
 		t.Fatal(err)

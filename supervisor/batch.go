@@ -239,6 +239,9 @@ func (s *Supervisor) notStarted(st *journal.Started, why string) Result {
 	if err != nil && !errors.Is(err, journal.ErrFinished) {
 		s.journalFailed(err, "finish")
 		res.ID = ""
+		if !errors.Is(err, journal.ErrNotFound) { // not a deleted session
+			res.Stderr = withNote(res.Stderr, notJournaled(err))
+		}
 	}
 	return res
 }

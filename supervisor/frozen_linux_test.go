@@ -125,6 +125,7 @@ func (w *watcher) reapDead(t *testing.T) {
 // out, and the Result comes within timeout + grace + 2 s, with the child
 // dead and no survivor reported.
 func TestRunFrozenChild(t *testing.T) {
+	proctest.Heavy(t)
 	safety := proctest.Safe(t, 4096)
 	mnt := map[string]string{"freezer": safety.Dir("freezer"), "v2": safety.Dir("")}
 	if mnt["freezer"] == "" {
@@ -181,6 +182,7 @@ func TestRunFrozenChild(t *testing.T) {
 // the note, never says the tree was killed, and counts an escaping process
 // once however many scans met it.
 func TestRunFrozenSurvivor(t *testing.T) {
+	proctest.Heavy(t)
 	safety := proctest.Safe(t, 4096)
 	fz := safety.Dir("freezer")
 	if fz == "" {
@@ -308,6 +310,7 @@ func bystander(t *testing.T, dir string) string {
 // also holds a bystander and freezes it. The Result still comes within
 // timeout + grace + 2 s and names the shell as a survivor.
 func TestRunFrozenShell(t *testing.T) {
+	proctest.Heavy(t)
 	safety := proctest.Safe(t, 4096)
 	fz := safety.Dir("freezer")
 	if fz == "" {

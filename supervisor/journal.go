@@ -24,6 +24,7 @@ const interruptedNote = "[corral: this command's result was never recorded: the 
 // journalState is the Supervisor's side of the journal.
 type journalState struct {
 	errors  atomic.Int64
+	offline atomic.Bool     // the journal went offline (logged once)
 	retryMu sync.Mutex      // serialises the retries
 	retry   []pendingFinish // guarded by retryMu; finishes that failed, oldest first
 	mu      sync.Mutex
@@ -122,6 +123,7 @@ func (p *proc) journalStart() {
 	st, err := s.journal.Start(p.v.Session, p.v.Command, p.begin)
 	if err != nil {
 		s.journalFailed(err, "start")
+		p.jfail = err
 		return
 	}
 	p.jst = &st
@@ -129,15 +131,22 @@ func (p *proc) journalStart() {
 
 // journalFinish completes p's entry with res, setting res.ID first; the
 // session's working directory goes with it when the command carried state.
-// A failed write is logged, counted and retried before the next start.
+// A failed write is logged, counted and retried before the next start;
+// when the journal is offline (or the entry could not be started) res
+// goes out without an ID and with a note saying it was not journaled.
 func (p *proc) journalFinish(res *Result) {
 	if p.jst == nil {
+		if p.jfail != nil {
+			res.Stderr = withNote(res.Stderr, notJournaled(p.jfail))
+		}
 		return
 	}
 	res.ID = p.jst.ID
 	data, err := marshalResult(*res)
 	if err != nil {
 		p.s.journalFailed(err, "finish")
+		res.ID = ""
+		res.Stderr = withNote(res.Stderr, notJournaled(err))
 		return
 	}
 	cwd := ""
@@ -150,6 +159,10 @@ func (p *proc) journalFinish(res *Result) {
 	case errors.Is(err, journal.ErrNotFound):
 		// The session was deleted (or swept) while the command ran.
 		res.ID = ""
+	case errors.Is(err, journal.ErrOffline):
+		p.s.journalFailed(err, "finish")
+		res.ID = ""
+		res.Stderr = withNote(res.Stderr, notJournaled(err))
 	default:
 		p.s.journalFailed(err, "finish")
 		p.s.js.retryMu.Lock()
@@ -186,9 +199,31 @@ func (s *Supervisor) retryFinishes() {
 	}
 }
 
+// journalFailed logs and counts a journal failure. The journal going
+// offline (a storage fault: journal's fault.go) is logged once, loudly;
+// the failures that follow from it are counted only.
 func (s *Supervisor) journalFailed(err error, what string) {
 	s.js.errors.Add(1)
-	s.log.Error().Err(err).Str("op", what).Msg("journal write failed; the command's Result is returned without it")
+	if !errors.Is(err, journal.ErrOffline) {
+		s.log.Error().Err(err).Str("op", what).Msg("journal write failed; the command's Result is returned without it")
+		return
+	}
+	if s.js.offline.CompareAndSwap(false, true) {
+		s.log.Error().Err(err).Str("op", what).Msg("JOURNAL OFFLINE: a storage fault took the journal offline. Commands go on running " +
+			"and answering, but no Result is journaled (each says so) until corral restarts; the restart checks the store and " +
+			"refuses it if it is damaged")
+	}
+}
+
+// notJournaled is the stderr note of a Result the journal did not take
+// because of err (docs/journal.md).
+func notJournaled(err error) string {
+	if errors.Is(err, journal.ErrOffline) {
+		return "[corral: this Result was not journaled: the journal is offline after a storage fault (the server's log names it); " +
+			"it has no id and the session's history will not list it.]"
+	}
+	return "[corral: this Result was not journaled: a journal write failed (the server's log says why); " +
+		"it has no id and the session's history will not list it.]"
 }
 
 // SweepSessions deletes the sessions idle longer than the journal's
@@ -219,9 +254,9 @@ func (s *Supervisor) SweepSessions() []string {
 // Journal is the journal of Config.Journal, nil when there is none.
 func (s *Supervisor) Journal() *journal.Journal { return s.journal }
 
-// busy counts the commands and jobs running per session, for the sweep.
-// busy counts a command of session starting (delta 1) or ending (-1) and
-// returns the session's deletion count (journalState.deleted) as it stands.
+// busy counts the commands and jobs running per session, for the sweep: a
+// command of session starting (delta 1) or ending (-1). It returns the
+// session's deletion count (journalState.deleted) as it stands.
 func (s *Supervisor) busy(session string, delta int) uint64 {
 	s.js.mu.Lock()
 	defer s.js.mu.Unlock()

@@ -58,6 +58,7 @@ func TestLimitsInvalid(t *testing.T) {
 // their usage, and leave nothing alive; the pids one still ends at its
 // timeout. On the default tier (killtree's tests force every tier).
 func TestLimitResults(t *testing.T) {
+	proctest.Heavy(t)
 	out, err := exec.Command("python3", "-c", "import sys; print(sys.executable)").Output()
 	if err != nil {
 		t.Skipf("no python3: %v", err)

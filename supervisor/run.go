@@ -74,6 +74,7 @@ type proc struct {
 	stdinEnd  chan struct{}    // closed when the stdin writer returned
 	state     *stateStart      // nil unless the command carries session state
 	jst       *journal.Started // its journal entry; nil without one
+	jfail     error            // why the journal did not take its entry; nil when it did or there is none
 	drained   chan error       // one value per stream drained in the background at its end; buffered 2
 	pending   int              // how many values drained will carry
 	live      *live

@@ -396,6 +396,7 @@ func waitFor(t *testing.T, cond func() bool) {
 
 // TestRunGigabyte: 1 GB to stdout costs bounded memory and counts exactly.
 func TestRunGigabyte(t *testing.T) {
+	proctest.Heavy(t)
 	if testing.Short() {
 		t.Skip("1 GB flood in -short mode")
 	}
@@ -457,12 +458,13 @@ func TestRunCutAndSpill(t *testing.T) {
 	}
 }
 
-// TestRunMany: 1,000 runs in a row leave no zombie, no descriptor and no
-// goroutine behind (goleak checks goroutines at the end of the package).
+// TestRunMany: 1,000 runs in a row (100 outside the heavy suite) leave no
+// zombie, no descriptor and no goroutine behind (goleak checks goroutines at
+// the end of the package).
 func TestRunMany(t *testing.T) {
-	n := 1000
-	if testing.Short() {
-		n = 100
+	n := 100
+	if proctest.HeavyOn() && !testing.Short() {
+		n = 1000
 	}
 	s := newSup(t, Config{})
 	for range 10 { // warm up lazily created descriptors (watchdog, inotify)

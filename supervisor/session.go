@@ -111,32 +111,15 @@ func (s *Supervisor) tracked(v validated) bool {
 // channel that carries its state back (stateChannel). The caller prepares
 // the command with it and tells it when the command started, or abandons it.
 func (s *Supervisor) beginState(v validated, gated bool) (*stateStart, error) {
-	t := &s.sessions
-	t.mu.Lock()
-	sess := t.m[v.Session]
-	now := time.Now()
-	resumed := ""
-	if sess == nil {
-		t.evictLocked()
-		wd, _ := os.Getwd()
-		sess = &session{id: v.Session, startDir: cmp.Or(v.Dir, wd), created: now}
-		// A session the journal knows and memory does not (corral
-		// restarted, or evicted it): its working directory resumes, its
-		// variables are gone.
-		if cwd := s.journaledCwd(v.Session); cwd != "" && !v.ResetSession {
-			sess.cwd, resumed = cwd, cwd
-		}
-		t.m[v.Session] = sess
+	// A session the journal knows and memory does not (corral restarted,
+	// or evicted it): its working directory resumes, its variables are
+	// gone. The journal is read before the table is locked: no storage
+	// I/O under the table's lock.
+	journaled := ""
+	if !v.ResetSession && !s.knownSession(v.Session) {
+		journaled = s.journaledCwd(v.Session)
 	}
-	if v.ResetSession {
-		sess.cwd, sess.env = "", nil
-		sess.gen++
-	}
-	sess.used = now
-	sess.running++
-	st := &stateStart{sess: sess, gen: sess.gen, dir: v.Dir, env: sess.env}
-	cwd := sess.cwd
-	t.mu.Unlock()
+	st, cwd, resumed := s.enterSession(v, journaled)
 	if resumed != "" {
 		st.note = fmt.Sprintf("[corral: this session's exported variables were reset to the server's environment "+
 			"(corral restarted, or forgot the idle session); its working directory %s was kept.]", resumed)
@@ -146,7 +129,7 @@ func (s *Supervisor) beginState(v validated, gated bool) (*stateStart, error) {
 		if usable, why := v.usableDir(cwd); usable {
 			st.dir = cwd
 		} else {
-			st.dir = sess.startDir
+			st.dir = st.sess.startDir
 			if ok, _ := v.usableDir(st.dir); !ok {
 				st.dir = ""
 			}
@@ -197,6 +180,43 @@ func (v validated) usableDir(dir string) (ok bool, why string) {
 		return false, "can no longer be entered by user " + v.user.name
 	}
 	return true, ""
+}
+
+// knownSession reports whether the table holds the session.
+func (s *Supervisor) knownSession(id string) bool {
+	t := &s.sessions
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.m[id] != nil
+}
+
+// enterSession finds or makes v's session in the table (a new one resumes
+// journaled, the working directory the journal keeps for it, unless it
+// is reset), applies a reset and counts the command as running in it. It
+// returns the command's start and the session's working directory, and
+// resumed: the journaled directory when the session resumed it.
+func (s *Supervisor) enterSession(v validated, journaled string) (st *stateStart, cwd, resumed string) {
+	t := &s.sessions
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	sess := t.m[v.Session]
+	now := time.Now()
+	if sess == nil {
+		t.evictLocked()
+		wd, _ := os.Getwd()
+		sess = &session{id: v.Session, startDir: cmp.Or(v.Dir, wd), created: now}
+		if journaled != "" && !v.ResetSession {
+			sess.cwd, resumed = journaled, journaled
+		}
+		t.m[v.Session] = sess
+	}
+	if v.ResetSession {
+		sess.cwd, sess.env = "", nil
+		sess.gen++
+	}
+	sess.used = now
+	sess.running++
+	return &stateStart{sess: sess, gen: sess.gen, dir: v.Dir, env: sess.env}, sess.cwd, resumed
 }
 
 // testHookAlwaysReport, set by a test, makes every tracked command report

@@ -196,12 +196,15 @@ type Stats struct {
 	// JournalErrors counts journal writes that failed (the Results went
 	// out without them).
 	JournalErrors int64
+	// JournalOffline is set once a storage fault took the journal offline
+	// (journal.ErrOffline): until a restart no Result is journaled.
+	JournalOffline bool
 }
 
 // Stats returns the running totals.
 func (s *Supervisor) Stats() Stats {
 	return Stats{Running: s.running.Load(), Started: s.started.Load(), DrainedBytes: s.drained.Load(),
-		JournalErrors: s.js.errors.Load()}
+		JournalErrors: s.js.errors.Load(), JournalOffline: s.journal != nil && s.journal.Offline() != nil}
 }
 
 // New validates cfg, detects the containment and returns a Supervisor.

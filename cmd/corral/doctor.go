@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/corral-sh/corral/killtree"
+	"github.com/corral-sh/corral/supervisor"
 )
 
 const doctorUsage = `Usage: corral doctor [--run-as USER]
@@ -98,6 +99,9 @@ func (m *Main) doctor(args []string) error {
 	if err := w.Flush(); err != nil {
 		return err
 	}
+	fmt.Fprintln(m.Stdout)
+	fmt.Fprintf(m.Stdout, "Server memory: corral serve and corral mcp set the Go soft memory limit to %s with the default --max-retained-bytes (docs/memory.md).\n",
+		planMemoryLimit(supervisor.DefaultMaxRetainedBytes))
 	if who.root || who.runAs != "" {
 		fmt.Fprintln(m.Stdout, "No supervisor stops a root command that enters the host's PID namespace, loads a kernel module, or asks systemd or a container runtime to start a process; nor a --run-as user that can become root (sudo, the docker group, setuid helpers).")
 	}

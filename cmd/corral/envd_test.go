@@ -88,6 +88,7 @@ func TestServeEnvdHealthAndExposure(t *testing.T) {
 // run) during which corral's peak RSS stays bounded. It skips when npm or
 // the registry is unavailable, and in -short mode.
 func TestEnvdE2BSDK(t *testing.T) {
+	proctest.Heavy(t)
 	t.Parallel()
 	if testing.Short() {
 		t.Skip("installs the e2b SDK with npm")

@@ -16,7 +16,17 @@ import (
 // TestMain lets the test binary act as `corral` inside the scripts: run as
 // a command named corral, it is corral's main.
 func TestMain(m *testing.M) {
-	testscript.Main(m, map[string]func(){"corral": main})
+	testscript.Main(cleanupM{m}, map[string]func(){"corral": main})
+}
+
+// cleanupM runs the tests, then removes what they shared (the corral binary
+// corralBinary built once); testscript.Main exits with Run's code.
+type cleanupM struct{ m *testing.M }
+
+func (c cleanupM) Run() int {
+	code := c.m.Run()
+	removeBuilt()
+	return code
 }
 
 // TestScripts runs testdata/script/*.txtar. Every script gets its own

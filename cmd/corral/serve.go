@@ -197,6 +197,9 @@ func (m *Main) newServer(f serverFlags, token, hint string, shared bool, log zer
 	if err != nil || retainedBytes < 1 {
 		return nil, nil, nil, 0, fmt.Errorf("--max-retained-bytes: want a positive size such as 65536, 512KiB or 64MiB, got %q", f.retainedBytes)
 	}
+	lim := setMemoryLimit(retainedBytes)
+	log.Info().Int64("bytes", lim.bytes).Str("source", lim.source).Int64("containerMemoryMax", lim.container).
+		Msg("soft memory limit (docs/memory.md)")
 	jnl, err := m.openJournal(f, shared, log)
 	if err != nil {
 		return nil, nil, nil, 0, err

@@ -23,17 +23,42 @@ import (
 	"github.com/corral-sh/corral/supervisor"
 )
 
-// corralBinary builds the corral binary into a temporary directory.
+// built is the corral binary the package's tests share: built once, on first
+// use, into a directory TestMain removes when the tests are done.
+var built struct {
+	once sync.Once
+	dir  string
+	bin  string
+	err  error
+}
+
+// corralBinary builds the corral binary once for the whole test binary and
+// returns its path. Tests only execute it; none may change or remove it.
 func corralBinary(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds and runs the corral binary")
 	}
-	bin := filepath.Join(t.TempDir(), "corral")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	built.once.Do(func() {
+		if built.dir, built.err = os.MkdirTemp("", "corral-bin-"); built.err != nil {
+			return
+		}
+		built.bin = filepath.Join(built.dir, "corral")
+		if out, err := exec.Command("go", "build", "-o", built.bin, ".").CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
 	}
-	return bin
+	return built.bin
+}
+
+// removeBuilt removes the shared binary's directory, if one was made.
+func removeBuilt() {
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
 }
 
 // server is one `corral serve` process.
@@ -230,6 +255,7 @@ func TestServeUnixSocket(t *testing.T) {
 // TestServeNDJSONFlood floods both streams through the built server:
 // seq contiguous per stream, the result last, the server's memory bounded.
 func TestServeNDJSONFlood(t *testing.T) {
+	proctest.Heavy(t)
 	t.Parallel()
 	s := startServe(t, []string{"CORRAL_TOKEN="}, "--listen", "127.0.0.1:0")
 	before := s.hwmKB()
