@@ -67,7 +67,7 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	b, err := body.request(s.sup.MaxTimeout())
+	b, err := body.request(s.sup.Bounds().MaxTimeout)
 	if err == nil {
 		err = s.sup.CheckBatch(b)
 	}

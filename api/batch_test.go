@@ -205,7 +205,7 @@ func TestBatchClientGone(t *testing.T) {
 	var results []supervisor.Result
 	deadline := time.Now().Add(10 * time.Second)
 	for len(results) < 2 && time.Now().Before(deadline) {
-		entries, _, err := e.sup.Journal().List("gone", 0, 10)
+		entries, _, err := e.sup.Sessions().Journal().List("gone", 0, 10)
 		if err != nil {
 			t.Fatal(err)
 		}

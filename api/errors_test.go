@@ -16,7 +16,7 @@ func TestCodeOfLibraryErrors(t *testing.T) {
 		err  error
 		want string
 	}{
-		{supervisor.ErrClosed, api.CodeUnavailable},                                  // Run or StartJob after Close
+		{supervisor.ErrClosed, api.CodeUnavailable},                                  // Run or Jobs.Start after Close
 		{fmt.Errorf("run: %w", supervisor.ErrClosed), api.CodeUnavailable},           // wrapped
 		{fmt.Errorf("x: %w", supervisor.ErrInvalidRequest), api.CodeInvalidArgument}, // a bad request
 		{supervisor.ErrNotFound, api.CodeNotFound},                                   // no such job

@@ -133,7 +133,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	req, err := body.request(s.sup.MaxTimeout())
+	req, err := body.request(s.sup.Bounds().MaxTimeout)
 	if err != nil {
 		s.metrics.outcome(OutcomeInvalid)
 		writeError(w, err)

@@ -82,7 +82,7 @@ func (s *Server) startJob(req supervisor.JobRequest) (supervisor.JobStarted, err
 	s.starts.Add(1)
 	s.mu.Unlock()
 	defer s.starts.Done()
-	return s.sup.StartJob(req)
+	return s.sup.Jobs().Start(req)
 }
 
 // killJobs waits for job starts in flight, then kills every job of the
@@ -91,14 +91,14 @@ func (s *Server) startJob(req supervisor.JobRequest) (supervisor.JobStarted, err
 func (s *Server) killJobs(ctx context.Context) error {
 	s.starts.Wait()
 	var wg sync.WaitGroup
-	for _, j := range s.sup.Jobs() {
+	for _, j := range s.sup.Jobs().List() {
 		if j.State != supervisor.JobRunning {
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s.sup.KillJob(j.ID) // ErrNotFound: it ended and was forgotten meanwhile
+			s.sup.Jobs().Kill(j.ID) // ErrNotFound: it ended and was forgotten meanwhile
 		}()
 	}
 	done := make(chan struct{})
@@ -120,7 +120,7 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	req, err := body.request(s.sup.MaxTimeout())
+	req, err := body.request(s.sup.Bounds().MaxTimeout)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -134,7 +134,7 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, JobList{Jobs: s.sup.Jobs()})
+	writeJSON(w, http.StatusOK, JobList{Jobs: s.sup.Jobs().List()})
 }
 
 func (s *Server) jobOutput(w http.ResponseWriter, r *http.Request) {
@@ -160,7 +160,7 @@ func (s *Server) jobOutput(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	out, err := s.sup.JobOutput(r.Context(), r.PathValue("id"), stream, after, wait)
+	out, err := s.sup.Jobs().Output(r.Context(), r.PathValue("id"), stream, after, wait)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -203,7 +203,7 @@ func (s *Server) jobStdin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if yield > 0 {
-		out, err := s.sup.JobExchange(r.Context(), r.PathValue("id"), stream, data, closeStdin, yield)
+		out, err := s.sup.Jobs().Exchange(r.Context(), r.PathValue("id"), stream, data, closeStdin, yield)
 		if err != nil {
 			writeError(w, err)
 			return
@@ -211,7 +211,7 @@ func (s *Server) jobStdin(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, out)
 		return
 	}
-	if err := s.sup.JobInput(r.PathValue("id"), data, closeStdin); err != nil {
+	if err := s.sup.Jobs().Input(r.PathValue("id"), data, closeStdin); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -222,21 +222,21 @@ func (s *Server) waitJob(w http.ResponseWriter, r *http.Request) {
 	timeout := DefaultWaitTimeout
 	if v := r.URL.Query().Get("timeout"); v != "" {
 		var err error
-		if timeout, err = querySeconds(v, "timeout", 0, s.sup.MaxTimeout()); err != nil {
+		if timeout, err = querySeconds(v, "timeout", 0, s.sup.Bounds().MaxTimeout); err != nil {
 			writeError(w, err)
 			return
 		}
 	}
 	id := r.PathValue("id")
 	if timeout == 0 {
-		// No waiting: WaitJob's 0 would wait without a deadline.
+		// No waiting: Jobs.Wait's 0 would wait without a deadline.
 		if err := s.jobRunning(id); err != nil {
 			writeError(w, err)
 			return
 		}
-		timeout = time.Hour // the job has exited: WaitJob returns at once
+		timeout = time.Hour // the job has exited: Jobs.Wait returns at once
 	}
-	res, err := s.sup.WaitJob(r.Context(), id, timeout)
+	res, err := s.sup.Jobs().Wait(r.Context(), id, timeout)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -247,7 +247,7 @@ func (s *Server) waitJob(w http.ResponseWriter, r *http.Request) {
 // jobRunning returns ErrNotFound for an unknown or forgotten job,
 // ErrStillRunning for a running one, and nil for one that exited.
 func (s *Server) jobRunning(id string) error {
-	j, err := s.sup.Job(id)
+	j, err := s.sup.Jobs().Get(id)
 	if err != nil {
 		return err
 	}
@@ -258,7 +258,7 @@ func (s *Server) jobRunning(id string) error {
 }
 
 func (s *Server) deleteJob(w http.ResponseWriter, r *http.Request) {
-	res, err := s.sup.KillJob(r.PathValue("id"))
+	res, err := s.sup.Jobs().Kill(r.PathValue("id"))
 	if err != nil {
 		writeError(w, err)
 		return

@@ -283,7 +283,7 @@ func TestJobLifetimeHTTP(t *testing.T) {
 		_, err1 := os.Stat(ready("setsid"))
 		_, err2 := os.Stat(ready("child"))
 		if err1 != nil || err2 != nil {
-			for _, j := range e.sup.Jobs() {
+			for _, j := range e.sup.Jobs().List() {
 				if j.ID == st.ID && j.State != supervisor.JobRunning {
 					t.Fatalf("the job ended before both processes started (setsid %v, child %v)", err1, err2)
 				}
@@ -402,7 +402,7 @@ func TestJobShutdownHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	proctest.NoSurvivors(t, marker, 0)
-	for _, j := range e.sup.Jobs() {
+	for _, j := range e.sup.Jobs().List() {
 		if j.State != supervisor.JobExited {
 			t.Errorf("after Shutdown: %+v", j)
 		}
@@ -479,8 +479,8 @@ func TestJobErrorsHTTP(t *testing.T) {
 	}
 	t.Run("no job started", func(t *testing.T) {
 		// Only the three jobs of this test exist: no refused start ran.
-		if n := len(e.sup.Jobs()); n != 3 {
-			t.Errorf("%d jobs, want 3: %+v", n, e.sup.Jobs())
+		if n := len(e.sup.Jobs().List()); n != 3 {
+			t.Errorf("%d jobs, want 3: %+v", n, e.sup.Jobs().List())
 		}
 	})
 }
@@ -513,7 +513,7 @@ func TestJobAuthHTTP(t *testing.T) {
 		}
 	}
 	// The job is untouched: still running, nothing written, listed once.
-	if jobs := e.sup.Jobs(); len(jobs) != 1 || jobs[0].State != supervisor.JobRunning {
+	if jobs := e.sup.Jobs().List(); len(jobs) != 1 || jobs[0].State != supervisor.JobRunning {
 		t.Errorf("jobs %+v", jobs)
 	}
 	// A cross-origin browser request is refused too.

@@ -177,7 +177,7 @@ func (s *Server) bashTool(ctx context.Context, req *mcp.CallToolRequest, in Bash
 		return s.bashBackground(in)
 	}
 	r, err := ExecRequest{Command: in.Command, Timeout: in.Timeout, Cwd: in.Cwd, Yield: in.Yield,
-		Session: cmp.Or(in.Session, s.mcpSession(req)), ResetSession: in.Restart, Limits: in.Limits}.request(s.sup.MaxTimeout())
+		Session: cmp.Or(in.Session, s.mcpSession(req)), ResetSession: in.Restart, Limits: in.Limits}.request(s.sup.Bounds().MaxTimeout)
 	if err != nil {
 		s.metrics.outcome(OutcomeInvalid)
 		return nil, nil, toolError(err)

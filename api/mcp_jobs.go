@@ -109,7 +109,7 @@ func (s *Server) bashBackground(in BashInput) (*mcp.CallToolResult, any, error) 
 		return nil, nil, toolError(errorf(ErrInvalidArgument, "lifetime and interactive need background: true"))
 	}
 	req, err := JobRequest{ExecRequest: ExecRequest{Command: in.Command, Timeout: in.Timeout, Cwd: in.Cwd, Limits: in.Limits},
-		Lifetime: in.Lifetime, Interactive: in.Interactive}.request(s.sup.MaxTimeout())
+		Lifetime: in.Lifetime, Interactive: in.Interactive}.request(s.sup.Bounds().MaxTimeout)
 	if err != nil {
 		return nil, nil, toolError(err)
 	}
@@ -142,7 +142,7 @@ func (s *Server) jobOutputTool(ctx context.Context, req *mcp.CallToolRequest, in
 				"after must be a byte offset of 0 or more (omit it to continue from the previous read), got %d", after))
 		}
 	}
-	out, err := s.sup.JobOutput(ctx, in.ID, stream, after, wait)
+	out, err := s.sup.Jobs().Output(ctx, in.ID, stream, after, wait)
 	if err != nil {
 		return nil, supervisor.JobOutput{}, toolError(err)
 	}
@@ -183,14 +183,14 @@ func (s *Server) jobInputTool(ctx context.Context, req *mcp.CallToolRequest, in 
 		if err != nil {
 			return nil, JobInputResult{}, toolError(err)
 		}
-		out, err := s.sup.JobExchange(ctx, in.ID, supervisor.Stdout, []byte(in.Data), in.Close, yield)
+		out, err := s.sup.Jobs().Exchange(ctx, in.ID, supervisor.Stdout, []byte(in.Data), in.Close, yield)
 		if err != nil {
 			return nil, JobInputResult{}, toolError(err)
 		}
 		res.Output = &out
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: outputText(out, true)}}}, res, nil
 	}
-	if err := s.sup.JobInput(in.ID, []byte(in.Data), in.Close); err != nil {
+	if err := s.sup.Jobs().Input(in.ID, []byte(in.Data), in.Close); err != nil {
 		return nil, JobInputResult{}, toolError(err)
 	}
 	text := fmt.Sprintf("wrote %d bytes to the stdin of job %s", res.Written, in.ID)
@@ -201,7 +201,7 @@ func (s *Server) jobInputTool(ctx context.Context, req *mcp.CallToolRequest, in 
 }
 
 func (s *Server) jobKillTool(ctx context.Context, req *mcp.CallToolRequest, in JobIDInput) (*mcp.CallToolResult, supervisor.Result, error) {
-	res, err := s.sup.KillJob(in.ID)
+	res, err := s.sup.Jobs().Kill(in.ID)
 	if err != nil {
 		return nil, supervisor.Result{}, toolError(err)
 	}
@@ -209,7 +209,7 @@ func (s *Server) jobKillTool(ctx context.Context, req *mcp.CallToolRequest, in J
 }
 
 func (s *Server) jobListTool(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, JobList, error) {
-	list := JobList{Jobs: s.sup.Jobs()}
+	list := JobList{Jobs: s.sup.Jobs().List()}
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: jsonText(list)}}}, list, nil
 }
 

@@ -166,7 +166,7 @@ func BenchmarkInteractiveRoundTrip(b *testing.B) {
 		}
 		lat = append(lat, time.Since(start))
 	}
-	sup.KillJob(st.ID)
+	sup.Jobs().Kill(st.ID)
 	slices.Sort(lat)
 	p50, p99 := lat[len(lat)/2], lat[len(lat)*99/100]
 	b.ReportMetric(float64(p50.Microseconds()), "p50-µs")

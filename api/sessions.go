@@ -60,10 +60,10 @@ func sessionID(r *http.Request) (string, error) {
 // supervisor holds in memory (its current state and jobs); ok is false when
 // neither knows it.
 func (s *Server) details(id string, jinfo *journal.SessionInfo) (SessionDetail, bool) {
-	d := SessionDetail{ID: id, EnvNames: []string{}, Jobs: s.sup.SessionJobs(id)}
+	d := SessionDetail{ID: id, EnvNames: []string{}, Jobs: s.sup.Sessions().Jobs(id)}
 	ok := len(d.Jobs) > 0
 	if jinfo == nil {
-		if j := s.sup.Journal(); j != nil {
+		if j := s.sup.Sessions().Journal(); j != nil {
 			if info, err := j.Session(id); err == nil {
 				jinfo = &info
 			}
@@ -73,7 +73,7 @@ func (s *Server) details(id string, jinfo *journal.SessionInfo) (SessionDetail, 
 		ok = true
 		d.Cwd, d.Results, d.CreatedAt, d.LastUsedAt = jinfo.Cwd, jinfo.Results, jinfo.CreatedAt, jinfo.LastUsedAt
 	}
-	if mem, found := s.sup.Session(id); found {
+	if mem, found := s.sup.Sessions().Get(id); found {
 		ok = true
 		d.Cwd, d.EnvNames = mem.Cwd, mem.EnvNames
 		if d.CreatedAt.IsZero() || mem.CreatedAt.Before(d.CreatedAt) {
@@ -88,7 +88,7 @@ func (s *Server) details(id string, jinfo *journal.SessionInfo) (SessionDetail, 
 
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
 	ids := map[string]*journal.SessionInfo{}
-	if j := s.sup.Journal(); j != nil {
+	if j := s.sup.Sessions().Journal(); j != nil {
 		infos, err := j.Sessions()
 		if err != nil {
 			writeError(w, fmt.Errorf("api: list sessions: %w", err))
@@ -98,7 +98,7 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
 			ids[infos[i].ID] = &infos[i]
 		}
 	}
-	for _, mem := range s.sup.Sessions() {
+	for _, mem := range s.sup.Sessions().List() {
 		if _, ok := ids[mem.ID]; !ok {
 			ids[mem.ID] = nil
 		}
@@ -136,7 +136,7 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
 
 // sessionJournal returns the journal, or the error for a server without one.
 func (s *Server) sessionJournal() (*journal.Journal, error) {
-	j := s.sup.Journal()
+	j := s.sup.Sessions().Journal()
 	if j == nil {
 		return nil, errorf(ErrNotFound, "this server keeps no journal (it runs without a data directory)")
 	}
@@ -249,7 +249,7 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if err := s.sup.DeleteSession(id); err != nil {
+	if err := s.sup.Sessions().Delete(id); err != nil {
 		writeError(w, fmt.Errorf("api: delete session %s: %w", id, err))
 		return
 	}

@@ -2,6 +2,7 @@ package killtree
 
 import (
 	"fmt"
+	"github.com/corral-sh/corral/killtree/internal/procfs"
 	"os/exec"
 	"testing"
 	"time"
@@ -146,19 +147,19 @@ func BenchmarkChildrenRead(b *testing.B) {
 	if own == nil {
 		b.Skip("no /proc/<pid>/task/<tid>/children here")
 	}
-	defer own.close()
-	path := own.path
+	defer own.Close()
+	path := own.Path()
 	buf := make([]byte, 1024)
 	b.Run("open", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := readKernelFile(path, buf); err != nil {
+			if _, err := procfs.ReadFile(path, buf); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
 	b.Run("pread", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := own.readAll(buf); err != nil {
+			if _, err := own.ReadAll(buf); err != nil {
 				b.Fatal(err)
 			}
 		}

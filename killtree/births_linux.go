@@ -1,6 +1,7 @@
 package killtree
 
 import (
+	"github.com/corral-sh/corral/killtree/internal/procfs"
 	"sync"
 	"time"
 
@@ -114,8 +115,8 @@ func (t *Tree) strays(deadline time.Time) (killed int, left []Process) {
 	buf := make([]byte, 1024)
 	var pids []int
 	if own != nil {
-		if data, err := own.readAll(buf); err == nil {
-			pids = parsePids(data)
+		if data, err := own.ReadAll(buf); err == nil {
+			pids = procfs.ParsePids(data)
 		}
 	} else {
 		pids = childrenOf(selfPid, 1, buf)

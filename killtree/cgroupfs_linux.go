@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/corral-sh/corral/killtree/internal/procfs"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -121,13 +122,13 @@ func (m *mounts) trickRoots() map[string]string {
 }
 
 func readFileOr(path string) string {
-	b, _ := readKernelFile(path, nil)
+	b, _ := procfs.ReadFile(path, nil)
 	return string(b)
 }
 
 // writeFile writes s to an existing cgroup file.
 func writeFile(path, s string) error {
-	if err := writeKernelFile(path, s); err != nil {
+	if err := procfs.WriteFile(path, s); err != nil {
 		return fmt.Errorf("killtree: %w", err)
 	}
 	return nil
@@ -135,35 +136,14 @@ func writeFile(path, s string) error {
 
 // readPids parses a cgroup.procs or tasks file.
 func readPids(path string) ([]int, error) {
-	b, err := readKernelFile(path, nil)
+	b, err := procfs.ReadFile(path, nil)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, nil
 		}
 		return nil, fmt.Errorf("killtree: %w", err)
 	}
-	return parsePids(b), nil
-}
-
-// parsePids parses whitespace-separated decimal PIDs (cgroup.procs, tasks,
-// /proc/<pid>/task/<tid>/children) without allocating per number.
-func parsePids(b []byte) []int {
-	var out []int
-	n, in := 0, false
-	for _, c := range b {
-		if c >= '0' && c <= '9' {
-			n, in = n*10+int(c-'0'), true
-			continue
-		}
-		if in {
-			out = append(out, n)
-		}
-		n, in = 0, false
-	}
-	if in {
-		out = append(out, n)
-	}
-	return out
+	return procfs.ParsePids(b), nil
 }
 
 // mkLeaf creates dir (a fresh cgroup) and its missing parents. Another

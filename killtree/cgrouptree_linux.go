@@ -2,6 +2,7 @@ package killtree
 
 import (
 	"errors"
+	"github.com/corral-sh/corral/killtree/internal/procfs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -89,7 +90,7 @@ func thawOne(dir string) bool {
 // and hold pid, directly or as an ancestor of its cgroup: thawing them is
 // what lets pid act on its SIGKILL. Cgroup roots cannot be frozen.
 func frozenHolders(mnt *mounts, pid int) []string {
-	b, err := readKernelFile("/proc/"+strconv.Itoa(pid)+"/cgroup", nil)
+	b, err := procfs.ReadFile("/proc/"+strconv.Itoa(pid)+"/cgroup", nil)
 	if err != nil {
 		return nil
 	}

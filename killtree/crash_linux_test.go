@@ -288,3 +288,44 @@ func TestRunningManagerSweeps(t *testing.T) {
 	settle(m)
 	waitGone(t, leaves, time.Second)
 }
+
+// TestWatchdogIsThisBinary: the watchdog is this binary re-executed
+// (/proc/self/exe, argv[0] corral-watchdog), not a shell: it runs the same
+// Go sweep as the stale sweep. A sole-tree Manager on pgroup starts none.
+func TestWatchdogIsThisBinary(t *testing.T) {
+	safety := proctest.Safe(t, safetyPids)
+	self, err := os.Readlink("/proc/self/exe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		cfg  Config
+		want bool
+	}{
+		{Config{Tier: TierPgroup, CgroupParent: safety.Name()}, true},                  // a server on pgroup: guards its tags
+		{Config{Tier: TierPgroup, CgroupParent: safety.Name(), SoleTree: true}, false}, // the CLI on pgroup: nothing to guard
+		{Config{Tier: TierCgroup2, CgroupParent: safety.Name(), SoleTree: true}, true}, // the CLI on cgroup2: its leaf
+	} {
+		if c.cfg.Tier != TierPgroup && !tierWorks(safety.Name(), c.cfg.Tier) {
+			continue
+		}
+		m, err := New(c.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wd := m.plat.wd
+		if (wd != nil) != c.want {
+			t.Errorf("%+v: watchdog %v, want %v", c.cfg, wd != nil, c.want)
+		}
+		if wd != nil {
+			exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", wd.cmd.Process.Pid))
+			cmdline := readFileOr(fmt.Sprintf("/proc/%d/cmdline", wd.cmd.Process.Pid))
+			if err != nil || exe != self || !strings.HasPrefix(cmdline, watchdogArg0+"\x00") {
+				t.Errorf("watchdog runs %q (%v) as %q, want %s as %s", exe, err, cmdline, self, watchdogArg0)
+			}
+		}
+		if err := m.Close(); err != nil {
+			t.Error(err)
+		}
+	}
+}

@@ -55,12 +55,15 @@
 //     end of the command's output pipes is killed and counted as an escapee
 //     (each process once over the tree's life).
 //   - A supervisor that dies, even by SIGKILL, leaves no process of a running
-//     command alive for long: on Linux a watchdog process kills every
-//     containment of the instance, and every process carrying one of its
-//     tags, when its pipe from the supervisor closes (under a second in the
-//     tests), and the next New kills and removes the
+//     command alive for long: on Linux a watchdog process (this binary
+//     re-executed, one per Manager, running the stale sweep's Go code)
+//     kills every containment of the instance, and every process carrying
+//     one of its tags, when its pipe from the supervisor closes (under a
+//     second in the tests), and the next New kills and removes the
 //     containments of dead instances; on Windows the job's kill-on-close
-//     does it.
+//     does it. The boundary: a Config.SoleTree Manager (the CLI) on the
+//     pgroup tier starts no watchdog, as it has no containment to guard,
+//     so the processes of a command whose CLI is SIGKILLed there live on.
 //   - A corral run inside a command (a nested corral) dies with that
 //     command's tree, and so do its containments: they are made beneath
 //     the command's cgroups (see "Names on disk"), so the outer kill, the

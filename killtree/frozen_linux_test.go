@@ -457,9 +457,9 @@ func TestCrashNestedFrozen(t *testing.T) {
 					}
 					defer m.Close()
 				}
-				// The watchdog is a bash script that starts a cat per
-				// cgroup: on this 2-core machine, next to other tests,
-				// it needs more than TestSupervisorKilled's second.
+				// The watchdog thaws, kills and removes a nested tree
+				// of cgroups, next to other tests on a small machine:
+				// it may need more than TestSupervisorKilled's second.
 				proctest.NoSurvivors(t, marker, 3*time.Second)
 				waitGone(t, all, 5*time.Second)
 			})

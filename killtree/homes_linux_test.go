@@ -2,6 +2,7 @@ package killtree
 
 import (
 	"fmt"
+	"github.com/corral-sh/corral/killtree/internal/procfs"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -32,7 +33,7 @@ func TestHomesRefresh(t *testing.T) {
 		if h.path[ctrl] != cur[ctrl] {
 			t.Errorf("%s: cached home %q, thread is in %q", ctrl, h.path[ctrl], cur[ctrl])
 		}
-		if f := h.tasks(ctrl); f == nil || f.path != filepath.Join(root, cur[ctrl], "tasks") {
+		if f := h.tasks(ctrl); f == nil || f.Path() != filepath.Join(root, cur[ctrl], "tasks") {
 			t.Errorf("%s: tasks file %v", ctrl, f)
 		}
 	}
@@ -55,13 +56,13 @@ func TestGoHomeFallsBackToRoot(t *testing.T) {
 			errc <- err
 			return
 		}
-		gone, err := openKernelFD(filepath.Join(leaf.dir, "tasks"), unix.O_WRONLY)
+		gone, err := procfs.Open(filepath.Join(leaf.dir, "tasks"), unix.O_WRONLY)
 		if err != nil {
 			errc <- err
 			return
 		}
-		gone.close() // a home that takes no one any more
-		h := &homes{path: map[string]string{"pids": "/gone"}, files: map[string]*kernelFD{"pids": gone}}
+		gone.Close() // a home that takes no one any more
+		h := &homes{path: map[string]string{"pids": "/gone"}, files: map[string]*procfs.File{"pids": gone}}
 		th := lockedThread([]v1leaf{leaf}, h)
 		if th.homes == nil {
 			errc <- errorf("lockedThread ignored the cached home")

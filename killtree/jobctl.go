@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// jobAPI is what the job tier needs from a Windows job object. job_windows.go
+// jobAPI is what the job tier needs from a Windows job object. winjob_windows.go
 // implements it with the Win32 API; the tests drive the same logic through a
 // fake on any OS.
 type jobAPI interface {

@@ -92,8 +92,9 @@ type Config struct {
 	// (the CLI). Then every orphan reparented to this process that is not
 	// another tree's leader or a watchdog belongs to the open tree,
 	// whatever its session, group, cgroup or environment. Start refuses a
-	// second open tree with ErrSoleTree. Linux only; elsewhere no orphan
-	// reaches this process and it changes nothing.
+	// second open tree with ErrSoleTree. On the pgroup tier such a
+	// Manager starts no watchdog (see doc.go, Promises). Linux only;
+	// elsewhere no orphan reaches this process and it changes nothing.
 	SoleTree bool
 	// OwnProcess declares that this process starts no child processes of
 	// its own other than through this Manager (corral serve and corral
@@ -116,6 +117,15 @@ type Config struct {
 	// runtime start per command. Linux only: New returns an error wrapping
 	// ErrUnavailable elsewhere.
 	Reaper bool
+	// TierCache names a file where New keeps what tier detection found,
+	// for this boot (keyed by /proc/sys/kernel/random/boot_id, the user,
+	// this process's cgroups and CgroupParent), so that a later New in
+	// another process chooses its tier without detection's self-test
+	// children. A cached answer is not trusted blindly: when the first
+	// Start of a Manager built on it fails, detection runs again, the
+	// file is rewritten, and the Start is retried once on the tier then
+	// chosen. "" means no cache (detection runs once per process).
+	TierCache string
 }
 
 func (c Config) withDefaults() Config {
@@ -206,11 +216,13 @@ type TierStatus struct {
 }
 
 // Doctor reports every tier on this machine for `corral doctor`, in the order
-// strongest first, marking the one New(cfg) would choose. It runs (cached)
-// detection, including the start-up self-test.
+// strongest first, marking the one New(cfg) would choose. It runs detection
+// (once per process), including the start-up self-test, never trusting
+// Config.TierCache, which it rewrites.
 func Doctor(cfg Config) []TierStatus {
 	cfg = cfg.withDefaults()
 	st := detect(cfg)
+	storeTierCache(cfg, st)
 	chosen, _ := choose(cfg, st)
 	out := make([]TierStatus, len(st))
 	copy(out, st)
@@ -250,8 +262,14 @@ func choose(cfg Config, st []TierStatus) (Tier, error) {
 // watchdog. It is safe for concurrent use; Close it when done.
 type Manager struct {
 	cfg  Config
-	tier Tier
-	plat *platform
+	tier Tier      // changed only by recheck, under mu and verify
+	plat *platform // changed only by recheck, under mu and verify
+
+	// unverified is set while the tier comes from Config.TierCache and no
+	// Start has succeeded on it: Starts then run one at a time under
+	// verify, so that a failed one can recheck the tier (startVerifying).
+	unverified atomic.Bool
+	verify     sync.Mutex
 
 	mu       sync.Mutex
 	trees    map[*Tree]struct{} // guarded by mu
@@ -259,14 +277,22 @@ type Manager struct {
 	closed   bool               // guarded by mu
 }
 
-// New detects the tiers (once per CgroupParent per process), chooses one (see
-// Config.Tier), and prepares it: on Linux it makes this process a child
-// subreaper, kills and removes containments left by dead instances, and
-// starts the watchdog. A forced tier that does not work returns an error
-// wrapping ErrUnavailable.
+// New detects the tiers (once per CgroupParent per process, or reads them
+// from Config.TierCache), chooses one (see Config.Tier), and prepares it: on
+// Linux it makes this process a child subreaper, kills and removes
+// containments left by dead instances, and starts the watchdog (none for a
+// Config.SoleTree Manager on pgroup). A forced tier that does not work
+// returns an error wrapping ErrUnavailable.
 func New(cfg Config) (*Manager, error) {
 	cfg = cfg.withDefaults()
-	tier, err := choose(cfg, detect(cfg))
+	st, cached := detectFor(cfg)
+	tier, err := choose(cfg, st)
+	if err != nil && cached {
+		// A cached answer that names no usable tier is checked at once.
+		st, cached = detect(cfg), false
+		storeTierCache(cfg, st)
+		tier, err = choose(cfg, st)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -274,11 +300,17 @@ func New(cfg Config) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Manager{cfg: cfg, tier: tier, plat: plat, trees: map[*Tree]struct{}{}}, nil
+	m := &Manager{cfg: cfg, tier: tier, plat: plat, trees: map[*Tree]struct{}{}}
+	m.unverified.Store(cached)
+	return m, nil
 }
 
 // Tier returns the tier this Manager uses.
-func (m *Manager) Tier() Tier { return m.tier }
+func (m *Manager) Tier() Tier {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.tier
+}
 
 // Close kills every tree still open (as Tree.Close does), stops the watchdog
 // and removes the instance directory. It is idempotent; Start fails with
@@ -299,7 +331,10 @@ func (m *Manager) Close() error {
 	for _, t := range trees {
 		errs = append(errs, t.Close())
 	}
-	errs = append(errs, m.plat.close())
+	m.mu.Lock()
+	plat := m.plat
+	m.mu.Unlock()
+	errs = append(errs, plat.close())
 	return errors.Join(errs...)
 }
 
@@ -318,7 +353,62 @@ func (m *Manager) Start(cmd *exec.Cmd) (*Tree, error) {
 }
 
 // start is Start with resolved limits (see StartLimited).
-func (m *Manager) start(cmd *exec.Cmd, lim Limits) (t *Tree, retErr error) {
+func (m *Manager) start(cmd *exec.Cmd, lim Limits) (*Tree, error) {
+	if m.unverified.Load() {
+		return m.startVerifying(cmd, lim)
+	}
+	return m.startOn(cmd, lim)
+}
+
+// startVerifying is start on a tier taken from Config.TierCache that no
+// Start has confirmed yet, one at a time: a failed Start runs detection
+// again (recheck) and, when it then chooses another tier, is retried once
+// on that tier with cmd as the caller gave it.
+func (m *Manager) startVerifying(cmd *exec.Cmd, lim Limits) (*Tree, error) {
+	m.verify.Lock()
+	defer m.verify.Unlock()
+	if !m.unverified.Load() {
+		return m.startOn(cmd, lim)
+	}
+	given := *cmd
+	t, err := m.startOn(cmd, lim)
+	if err == nil || errors.Is(err, ErrClosed) || errors.Is(err, ErrSoleTree) {
+		m.unverified.Store(err != nil)
+		return t, err
+	}
+	m.unverified.Store(false)
+	if !m.recheck() {
+		return nil, err
+	}
+	*cmd = given
+	return m.startOn(cmd, lim)
+}
+
+// recheck runs detection after a Start failed on a cached tier, rewrites
+// the cache, and moves the Manager to the tier detection now chooses. It
+// reports whether that is another tier (a retry may then succeed). Caller
+// holds m.verify, and no tree is open (none has started).
+func (m *Manager) recheck() bool {
+	st := detect(m.cfg)
+	storeTierCache(m.cfg, st)
+	tier, err := choose(m.cfg, st)
+	if err != nil || tier == m.tier {
+		return false
+	}
+	plat, err := newPlatform(m.cfg, tier)
+	if err != nil {
+		return false
+	}
+	m.mu.Lock()
+	old := m.plat
+	m.tier, m.plat = tier, plat
+	m.mu.Unlock()
+	_ = old.close() // nothing of it is in use: it never started a tree
+	return true
+}
+
+// startOn starts cmd on the Manager's current tier.
+func (m *Manager) startOn(cmd *exec.Cmd, lim Limits) (t *Tree, retErr error) {
 	if err := m.reserve(); err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package killtree
 import (
 	"errors"
 	"fmt"
+	"github.com/corral-sh/corral/killtree/internal/procfs"
 	"os"
 	"os/exec"
 	"strconv"
@@ -54,10 +55,10 @@ type platform struct {
 	instance string
 	mnt      *mounts
 	wd       *watchdog
-	prep     *preparer // the cgroup tiers' next containment; nil on pgroup
-	own      *kernelFD // this process's children list; nil without CONFIG_PROC_CHILDREN
-	homes    *homes    // the cgroup tiers' thread-trick homes; nil on pgroup
-	births   births    // when each tree lived (Config.OwnProcess)
+	prep     *preparer    // the cgroup tiers' next containment; nil on pgroup
+	own      *procfs.File // this process's children list; nil without CONFIG_PROC_CHILDREN
+	homes    *homes       // the cgroup tiers' thread-trick homes; nil on pgroup
+	births   births       // when each tree lived (Config.OwnProcess)
 
 	lastStale atomic.Int64   // UnixNano of the last stale sweep
 	staleMu   sync.Mutex     // guards staleDone and the Add of staleWG
@@ -77,10 +78,12 @@ func newPlatform(cfg Config, tier Tier) (*platform, error) {
 	p := &platform{cfg: cfg, tier: tier, instance: instance(), mnt: findMounts(), own: openOwnChildren()}
 	sweepStale(p.mnt, cfg.CgroupParent)
 	p.lastStale.Store(time.Now().UnixNano())
-	if !noWatchdog {
+	if !noWatchdog && !(cfg.SoleTree && tier == TierPgroup) {
+		// One watchdog per Manager; a sole-tree Manager (the CLI) on
+		// pgroup has no containment for it to guard (doc.go, Promises).
 		wd, err := startWatchdog(p.instance, p.mnt.instanceDirs(cfg.CgroupParent, p.instance))
 		if err != nil {
-			p.own.close()
+			p.own.Close()
 			return nil, err
 		}
 		p.wd = wd
@@ -193,7 +196,7 @@ func (p *platform) close() error {
 	if p.prep != nil {
 		err = p.prep.close()
 	}
-	err = errors.Join(err, p.wd.close(), p.own.close(), p.homes.close())
+	err = errors.Join(err, p.wd.close(), p.own.Close(), p.homes.close())
 	for _, d := range p.mnt.instanceDirs(p.cfg.CgroupParent, p.instance) {
 		if rerr := unix.Rmdir(d); rerr != nil && !errors.Is(rerr, unix.ENOENT) && !errors.Is(rerr, unix.EBUSY) && !errors.Is(rerr, unix.ENOTEMPTY) {
 			err = errors.Join(err, fmt.Errorf("killtree: rmdir %s: %w", d, rerr))

@@ -1,6 +1,7 @@
 package killtree
 
 import (
+	"github.com/corral-sh/corral/killtree/internal/procfs"
 	"strconv"
 	"strings"
 )
@@ -147,7 +148,7 @@ func (t *Tree) survivors() []Process {
 
 // comm returns /proc/<pid>/comm without its newline, or "?".
 func comm(pid int) string {
-	b, err := readKernelFile("/proc/"+strconv.Itoa(pid)+"/comm", nil)
+	b, err := procfs.ReadFile("/proc/"+strconv.Itoa(pid)+"/comm", nil)
 	if err != nil {
 		return "?"
 	}

@@ -3,6 +3,7 @@ package killtree
 import (
 	"errors"
 	"fmt"
+	"github.com/corral-sh/corral/killtree/internal/procfs"
 	"math"
 	"os"
 	"path/filepath"
@@ -236,14 +237,14 @@ func (l *cgLimits) oomEventFD() readCloser {
 	if err != nil {
 		return nil
 	}
-	ofd, err := openRetry(filepath.Join(l.mem, "memory.oom_control"), unix.O_RDONLY)
+	ofd, err := procfs.OpenFD(filepath.Join(l.mem, "memory.oom_control"), unix.O_RDONLY)
 	if err != nil {
 		unix.Close(efd)
 		return nil
 	}
 	// The registration holds its own references to both files; ours to
 	// memory.oom_control can go at once.
-	err = writeKernelFile(filepath.Join(l.mem, "cgroup.event_control"), strconv.Itoa(efd)+" "+strconv.Itoa(ofd))
+	err = procfs.WriteFile(filepath.Join(l.mem, "cgroup.event_control"), strconv.Itoa(efd)+" "+strconv.Itoa(ofd))
 	unix.Close(ofd)
 	if err != nil {
 		unix.Close(efd)

@@ -1,12 +1,10 @@
 package killtree
 
 import (
-	"bytes"
 	"context"
+	"github.com/corral-sh/corral/killtree/internal/procfs"
 	"os"
 	"strconv"
-	"strings"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -25,25 +23,13 @@ func (p proc) zombie() bool { return p.state == 'Z' || p.state == 'X' }
 // scanProcs reads /proc/<pid>/stat for every process: one pass, the ppid map
 // the sweeps need. Processes that vanish during the pass are skipped.
 func scanProcs() ([]proc, error) {
-	d, err := os.Open("/proc")
+	pids, err := procfs.Pids()
 	if err != nil {
 		return nil, err
 	}
-	names, err := d.Readdirnames(-1)
-	d.Close()
-	if err != nil {
-		return nil, err
-	}
-	out := make([]proc, 0, len(names))
+	out := make([]proc, 0, len(pids))
 	buf := make([]byte, 1024)
-	for _, n := range names {
-		if n[0] < '0' || n[0] > '9' {
-			continue
-		}
-		pid, err := strconv.Atoi(n)
-		if err != nil {
-			continue
-		}
+	for _, pid := range pids {
 		if p, ok := readStat(pid, buf); ok {
 			out = append(out, p)
 		}
@@ -60,9 +46,9 @@ var selfPid = os.Getpid()
 // README, Performance). It
 // returns nil without CONFIG_PROC_CHILDREN (the scans then fall back to a
 // full /proc pass).
-func openOwnChildren() *kernelFD {
+func openOwnChildren() *procfs.File {
 	path := "/proc/" + strconv.Itoa(selfPid) + "/task/" + strconv.Itoa(selfPid) + "/children"
-	k, err := openKernelFD(path, unix.O_RDONLY)
+	k, err := procfs.Open(path, unix.O_RDONLY)
 	if err != nil {
 		return nil
 	}
@@ -94,15 +80,15 @@ func openOwnChildren() *kernelFD {
 // A pass of a tree that keeps forking can take seconds (each read competes
 // with the forks for the CPU): it stops with ctx.Err() once ctx is done,
 // checked every scanCheck processes.
-func scanDescendants(ctx context.Context, own *kernelFD, leader int, leaderExited bool) ([]proc, error) {
+func scanDescendants(ctx context.Context, own *procfs.File, leader int, leaderExited bool) ([]proc, error) {
 	if own == nil {
 		return scanProcs()
 	}
 	buf := make([]byte, 1024)
 	var out []proc
 	var queue []int
-	if b, err := own.readAll(buf); err == nil {
-		queue = parsePids(b)
+	if b, err := own.ReadAll(buf); err == nil {
+		queue = procfs.ParsePids(b)
 	} else {
 		queue = childrenOf(selfPid, 1, buf) // the Manager is closed
 	}
@@ -158,9 +144,9 @@ func childrenOf(pid, threads int, buf []byte) []int {
 	}
 	var out []int
 	for _, tid := range tids {
-		b, err := readKernelFile(base+tid+"/children", buf)
+		b, err := procfs.ReadFile(base+tid+"/children", buf)
 		if err == nil {
-			out = append(out, parsePids(b)...)
+			out = append(out, procfs.ParsePids(b)...)
 		}
 	}
 	return out
@@ -168,66 +154,13 @@ func childrenOf(pid, threads int, buf []byte) []int {
 
 // readStat parses /proc/<pid>/stat, read into buf.
 func readStat(pid int, buf []byte) (proc, bool) {
-	b, err := readKernelOnce("/proc/"+strconv.Itoa(pid)+"/stat", buf)
-	if err != nil || len(b) == 0 {
-		return proc{}, false
-	}
-	return parseStat(pid, b)
+	s, ok := procfs.ReadStat(pid, buf)
+	return fromStat(s), ok
 }
 
-// parseStat parses the text of /proc/<pid>/stat. The command name may
-// contain spaces and parentheses, so the fields start after the last ')'.
-func parseStat(pid int, b []byte) (proc, bool) {
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 || i+2 >= len(b) {
-		return proc{}, false
-	}
-	f := strings.Fields(string(b[i+2:]))
-	if len(f) < 20 {
-		return proc{}, false
-	}
-	p := proc{pid: pid, state: f[0][0]}
-	p.ppid, _ = strconv.Atoi(f[1])
-	p.pgid, _ = strconv.Atoi(f[2])
-	p.sid, _ = strconv.Atoi(f[3])
-	p.threads, _ = strconv.Atoi(f[17])
-	p.start, _ = strconv.ParseUint(f[19], 10, 64)
-	return p, true
-}
-
-// environHas reports whether /proc/<pid>/environ holds the exact entry kv.
-// A zombie's environment is empty, and reading another user's needs
-// privileges; both read as false.
-func environHas(pid int, kv string) bool {
-	path := "/proc/" + strconv.Itoa(pid) + "/environ"
-	b, err := readKernelFile(path, nil)
-	// A process in the middle of execve reads as empty or unreadable for
-	// a moment (its old mm is going away): look again a few times rather
-	// than miss an orphan that just exec'd, as `( setsid cmd & )` leaves one.
-	for try := 0; (err != nil || len(b) == 0) && try < 5; try++ {
-		if _, serr := os.Stat("/proc/" + strconv.Itoa(pid)); serr != nil {
-			return false // gone
-		}
-		time.Sleep(time.Millisecond) // waiting out an exec in progress; not synchronisation
-		b, err = readKernelFile(path, nil)
-	}
-	if err != nil {
-		return false
-	}
-	for len(b) > 0 {
-		i := bytes.IndexByte(b, 0)
-		if i < 0 {
-			i = len(b)
-		}
-		if string(b[:i]) == kv {
-			return true
-		}
-		if i == len(b) {
-			break
-		}
-		b = b[i+1:]
-	}
-	return false
+// fromStat is the proc of a parsed stat.
+func fromStat(s procfs.Stat) proc {
+	return proc{pid: s.Pid, ppid: s.PPid, pgid: s.Pgid, sid: s.Sid, state: s.State, start: s.Start, threads: s.Threads}
 }
 
 // procStart returns the start time of pid (field 22 of its stat), or 0.

@@ -49,19 +49,6 @@ const (
 	reaperEnv  = "CORRAL_KILLTREE_REAPER"
 )
 
-// init turns this process into a reaper when it was started as one, before
-// anything else of the program runs (killtree imports only the standard
-// library and x/sys, so little ran before it). It costs every other start of
-// a program that imports killtree one comparison.
-func init() {
-	if len(os.Args) < 3 || os.Args[0] != reaperArg0 {
-		return
-	}
-	if fd, ok := os.LookupEnv(reaperEnv); ok {
-		os.Exit(runReaper(fd, os.Args[1], os.Args[2:]))
-	}
-}
-
 // reaperSignals are ignored by the reaper (through a handler, not SIG_IGN,
 // which execve would hand on to the shell): the group and tree signals of
 // the graceful phase and whatever a command sends to its process group.

@@ -2,6 +2,7 @@ package killtree
 
 import (
 	"bufio"
+	"github.com/corral-sh/corral/killtree/internal/procfs"
 	"os"
 	"os/exec"
 	"runtime"
@@ -84,7 +85,7 @@ func TestOrphanOfNonMainThread(t *testing.T) {
 	// The kernel's side of the bargain: the orphan hangs under the main thread.
 	main := "/proc/self/task/" + strconv.Itoa(os.Getpid()) + "/children"
 	deadline := time.Now().Add(5 * time.Second)
-	for !slices.Contains(parsePids([]byte(readFileOr(main))), orphan) {
+	for !slices.Contains(procfs.ParsePids([]byte(readFileOr(main))), orphan) {
 		if time.Now().After(deadline) {
 			t.Fatalf("orphan %d not among the main thread's children %q", orphan, readFileOr(main))
 		}
@@ -169,22 +170,22 @@ func TestOwnChildrenRead(t *testing.T) {
 		t.Skip("no /proc/<pid>/task/<tid>/children here")
 	}
 	byPath := func() []int {
-		b, err := readKernelFile(own.path, nil)
+		b, err := procfs.ReadFile(own.Path(), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return parsePids(b)
+		return procfs.ParsePids(b)
 	}
 	// The orphans are reparented one by one as the shell exits: read until
 	// both ways agree on a list that holds all of them.
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		want := byPath()
-		b, err := own.readAll(make([]byte, 64))
+		b, err := own.ReadAll(make([]byte, 64))
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := parsePids(b)
+		got := procfs.ParsePids(b)
 		slices.Sort(want)
 		slices.Sort(got)
 		if len(want) >= 800 && slices.Equal(got, want) {

@@ -11,8 +11,9 @@ import (
 )
 
 // Tree's exported methods are the same on every OS. Each OS supplies the
-// baseline they run on (tree_linux.go with pidfd_linux.go, pipescan_linux.go
-// and leftover_linux.go; tree_other.go; tree_windows.go), that is:
+// baseline they run on (tree_linux.go with members_linux.go, kill_linux.go,
+// pidfd_linux.go, pipescan_linux.go and leftover_linux.go; tree_other.go;
+// tree_windows.go), that is:
 //
 //	type treeState                     per-OS state, guarded by Tree.mu
 //	afterStart() error                 once the leader started: pidfd or handle
@@ -25,6 +26,10 @@ import (
 //	killPipeHolders(pipes, deadline)   (int, error): KillPipeHolders
 //	survivors() []Process              what a kill that gave up left (Survivors)
 //	release() error                    frees the OS handles (Close)
+//
+// A file's suffix names its platforms the same way everywhere: _linux,
+// _windows, _unix (every Unix), _other (Unix but Linux: the BSDs and
+// macOS), _nonlinux (everything but Linux, Windows included).
 //
 // Beside Manager, killtree_linux.go, killtree_other.go and killtree_windows.go
 // supply detect and newPlatform, and the platform's newContainment, start,

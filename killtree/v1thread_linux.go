@@ -3,6 +3,7 @@ package killtree
 import (
 	"errors"
 	"fmt"
+	"github.com/corral-sh/corral/killtree/internal/procfs"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -101,7 +102,7 @@ func (th thread) goHome(leaves []v1leaf) error {
 	var errs []error
 	for _, l := range leaves {
 		if th.homes != nil {
-			if th.homes.tasks(l.ctrl).write("0") == nil {
+			if th.homes.tasks(l.ctrl).Write("0") == nil {
 				continue
 			}
 			errs = append(errs, writeFile(filepath.Join(l.root, "tasks"), "0"))
@@ -131,9 +132,9 @@ type homes struct {
 	under []string // the cgroup paths the containments are placed under (mounts.cgroupPath of Config.CgroupParent): a path under one is a containment, never a home
 
 	mu    sync.Mutex
-	path  map[string]string    // controller -> home; guarded by mu
-	files map[string]*kernelFD // controller -> home's tasks file; guarded by mu
-	old   []*kernelFD          // replaced files, which a start may still be using; guarded by mu
+	path  map[string]string       // controller -> home; guarded by mu
+	files map[string]*procfs.File // controller -> home's tasks file; guarded by mu
+	old   []*procfs.File          // replaced files, which a start may still be using; guarded by mu
 }
 
 // refresh reads the calling thread's v1 cgroups and opens the tasks file of
@@ -158,14 +159,14 @@ func (h *homes) refresh(roots map[string]string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.path == nil {
-		h.path, h.files = map[string]string{}, map[string]*kernelFD{}
+		h.path, h.files = map[string]string{}, map[string]*procfs.File{}
 	}
 	for ctrl, root := range roots {
 		p, ok := cur[ctrl]
 		if !ok || h.path[ctrl] == p && h.files[ctrl] != nil || h.inParent(p) {
 			continue
 		}
-		f, err := openKernelFD(filepath.Join(root, p, "tasks"), unix.O_WRONLY)
+		f, err := procfs.Open(filepath.Join(root, p, "tasks"), unix.O_WRONLY)
 		if err != nil {
 			continue // lockedThread reads the thread's cgroups instead
 		}
@@ -189,7 +190,7 @@ func (h *homes) inParent(p string) bool {
 }
 
 // tasks returns the open tasks file of ctrl's home, or nil.
-func (h *homes) tasks(ctrl string) *kernelFD {
+func (h *homes) tasks(ctrl string) *procfs.File {
 	if h == nil {
 		return nil
 	}
@@ -207,10 +208,10 @@ func (h *homes) close() error {
 	defer h.mu.Unlock()
 	var errs []error
 	for _, f := range h.files {
-		errs = append(errs, f.close())
+		errs = append(errs, f.Close())
 	}
 	for _, f := range h.old {
-		errs = append(errs, f.close())
+		errs = append(errs, f.Close())
 	}
 	h.files, h.path, h.old = nil, nil, nil
 	return errors.Join(errs...)
@@ -219,7 +220,7 @@ func (h *homes) close() error {
 // threadCgroups maps each v1 controller to the calling thread's cgroup path.
 func threadCgroups() map[string]string {
 	var buf [1024]byte
-	b, _ := readKernelFile("/proc/thread-self/cgroup", buf[:])
+	b, _ := procfs.ReadFile("/proc/thread-self/cgroup", buf[:])
 	return parseCgroupFile(string(b))
 }
 

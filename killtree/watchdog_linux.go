@@ -3,6 +3,7 @@ package killtree
 import (
 	"errors"
 	"fmt"
+	"github.com/corral-sh/corral/killtree/internal/procfs"
 	"io"
 	"os"
 	"os/exec"
@@ -16,80 +17,81 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// watchdogScript is the watchdog: one bash process per Manager, in its own
-// session and outside every containment. Its arguments are the pattern
-// (grep -E, one environment entry) of this instance's EnvTag and the
-// instance's directories, one per cgroup hierarchy. It reads its stdin and
-// does nothing until EOF (the supervisor exited or was killed): then it kills
-// every leaf under those directories — cgroup.kill, or freeze, kill, thaw —
-// except the supervisor's own leaf (see leaveHome), where it may live
-// itself; then every process still carrying one of the instance's tags (processes
-// that left their cgroup or had none), removes the leaves and exits. "quit"
-// ends it without killing anything. It needs no message per command: every
-// containment of the instance is under its directories, and every command's
-// tag starts with the instance's name, so nothing started is ever outside
-// its reach, not even between a start and a registration.
-const watchdogScript = `
-while IFS= read -r line; do
-	[ "$line" = quit ] && exit 0
-done
-pat=$1
-shift
-# walk D sets subs to the cgroups nested in D, children before parents: a
-# root command can make cgroups inside its leaf.
-walk() {
-	local x
-	for x in "$1"/*/; do
-		x=${x%/}
-		[ -d "$x" ] || continue
-		walk "$x"
-		subs+=("$x")
-	done
-}
-for inst in "$@"; do
-	for d in "$inst"/*/; do
-		d=${d%/}
-		[ -d "$d" ] && [ "${d##*/}" != supervisor ] || continue
-		subs=()
-		walk "$d"
-		if [ -e "$d/cgroup.kill" ]; then
-			echo 1 > "$d/cgroup.kill"
-			for s in "${subs[@]}"; do echo 0 > "$s/cgroup.freeze"; done 2>/dev/null
-		fi
-		if [ -e "$d/freezer.state" ]; then
-			for i in 1 2 3 4 5 6 7 8 9 10; do
-				echo FROZEN > "$d/freezer.state"
-				p=$(cat "$d/cgroup.procs" "${subs[@]/%//cgroup.procs}" 2>/dev/null)
-				[ -n "$p" ] && kill -9 $p 2>/dev/null
-				echo THAWED > "$d/freezer.state"
-				for s in "${subs[@]}"; do echo THAWED > "$s/freezer.state"; done 2>/dev/null
-				[ -z "$p" ] && break
-			done
-		fi
-	done
-done
-for i in 1 2 3 4 5 6 7 8 9 10; do
-	hits=$(grep -lzE "$pat" /proc/[0-9]*/environ 2>/dev/null)
-	[ -z "$hits" ] && break
-	for f in $hits; do p=${f#/proc/}; kill -9 ${p%/environ} 2>/dev/null; done
-done
-for inst in "$@"; do
-	for d in "$inst"/*/; do
-		d=${d%/}
-		[ -d "$d" ] && [ "${d##*/}" != supervisor ] || continue
-		subs=()
-		walk "$d"
-		for s in "${subs[@]}" "$d"; do
-			for i in 1 2 3 4 5 6 7 8 9 10; do rmdir "$s" 2>/dev/null && break; sleep 0.05; done
-		done
-	done
-	rmdir "$inst" 2>/dev/null
-done
-exit 0
-`
+// The watchdog is this binary re-executed (/proc/self/exe) with argv[0]
+// watchdogArg0: one process per Manager, in its own session and outside
+// every containment, started through the same hook as the reaper (reexec
+// in reaper_linux.go), so it needs neither bash nor anything but the
+// running binary. Its arguments are this instance's name and its
+// directories, one per cgroup hierarchy. It reads its stdin and does
+// nothing until EOF (the supervisor exited or was killed): then it runs the
+// same Go code as the stale sweep (guardInstance): every leaf under those
+// directories but the supervisor's own (see leaveHome, where the watchdog
+// may live itself) is killed (cgroup.kill, or freeze, kill, thaw) and
+// removed, then every process still carrying one of the instance's tags
+// (processes that left their cgroup or had none) is killed, and it exits.
+// It needs no message per
+// command: every containment of the instance is under its directories, and
+// every command's tag starts with the instance's name, so nothing started
+// is ever outside its reach, not even between a start and a registration.
+// Close ends it with SIGKILL: before EOF it has done nothing, so a kill is a
+// quit that need not wait for the re-executed binary's start-up.
+const (
+	watchdogArg0 = "corral-watchdog"
+	watchdogEnv  = "CORRAL_KILLTREE_WATCHDOG"
+)
 
-// watchdog is the handle on the watchdog process; a nil *watchdog (no bash)
-// does nothing.
+// runWatchdog is the watchdog's whole life; it returns its exit code.
+func runWatchdog(args []string) int {
+	if len(args) < 1 || !instanceRE.MatchString(args[0]) {
+		fmt.Fprintf(os.Stderr, "killtree: watchdog: bad instance %q\n", args)
+		return 2
+	}
+	_, _ = io.Copy(io.Discard, os.Stdin) // EOF or a read error: the supervisor is gone
+	guardInstance(args[0], args[1:])
+	return 0
+}
+
+// guardInstance kills what instance inst left behind: the leaves under its
+// directories dirs, then the processes carrying its tags; then it removes
+// the directories (an EBUSY one holds the supervisor leaf, where this
+// process may live).
+func guardInstance(inst string, dirs []string) {
+	for _, d := range dirs {
+		sweepInstance(d)
+	}
+	killTagged(inst)
+	for _, d := range dirs {
+		_ = unix.Rmdir(d) // EBUSY: the supervisor leaf is still there
+	}
+}
+
+// killTagged SIGKILLs every process whose environment carries a tag of
+// instance inst (EnvTag=<inst>.<id>), in up to ten passes over /proc: a
+// tagged process may fork while it is being found.
+func killTagged(inst string) {
+	prefix := EnvTag + "=" + inst + "."
+	buf := make([]byte, 4096)
+	for range 10 {
+		pids, err := procfs.Pids()
+		if err != nil {
+			return
+		}
+		hits := 0
+		for _, pid := range pids {
+			if pid == selfPid || !procfs.EnvironHasPrefix(pid, prefix, buf) {
+				continue
+			}
+			_ = unix.Kill(pid, unix.SIGKILL) // ESRCH: gone meanwhile
+			hits++
+		}
+		if hits == 0 {
+			return
+		}
+	}
+}
+
+// watchdog is the handle on the watchdog process; a nil *watchdog does
+// nothing.
 type watchdog struct {
 	mu    sync.Mutex
 	cmd   *exec.Cmd
@@ -97,20 +99,16 @@ type watchdog struct {
 }
 
 // startWatchdog starts the watchdog of instance inst, whose containments
-// live under dirs. Without bash there is none: crash safety then rests on
-// the stale sweep at the next start.
+// live under dirs.
 func startWatchdog(inst string, dirs []string) (*watchdog, error) {
-	bash, err := exec.LookPath("bash")
-	if err != nil {
-		return nil, nil
+	cmd := &exec.Cmd{
+		Path: "/proc/self/exe",
+		Args: append([]string{watchdogArg0, inst}, dirs...),
+		Env:  []string{watchdogEnv + "=1"},
+		// Its own session: no signal a command sends to its group or
+		// session reaches it.
+		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
 	}
-	// inst is "<pid>-<start time>": digits and a hyphen, nothing a regular
-	// expression would read as an operator.
-	pat := "^" + EnvTag + "=" + inst + `\.[0-9]+$`
-	args := append([]string{"--noprofile", "--norc", "-c", watchdogScript, "corral-watchdog", pat}, dirs...)
-	cmd := exec.Command(bash, args...)
-	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	w, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, fmt.Errorf("killtree: watchdog: %w", err)
@@ -122,7 +120,8 @@ func startWatchdog(inst string, dirs []string) (*watchdog, error) {
 	return &watchdog{cmd: cmd, stdin: w}, nil
 }
 
-// close ends the watchdog without letting it kill anything and reaps it.
+// close ends the watchdog without letting it kill anything, SIGKILL before
+// its stdin closes, and reaps it.
 func (w *watchdog) close() error {
 	if w == nil {
 		return nil
@@ -134,11 +133,11 @@ func (w *watchdog) close() error {
 	if stdin == nil {
 		return nil
 	}
-	_, _ = io.WriteString(stdin, "quit\n") // EPIPE: it is already gone
-	err := stdin.Close()
-	werr := w.cmd.Wait()
+	kerr := w.cmd.Process.Kill() // unreaped, so its PID is still its own
+	cerr := stdin.Close()        // after the kill: EOF would start its sweep
+	_ = w.cmd.Wait()             // killed, as asked
 	ownChildren.Delete(w.cmd.Process.Pid)
-	return errors.Join(err, werr)
+	return errors.Join(kerr, cerr)
 }
 
 var instanceRE = regexp.MustCompile(`^([0-9]+)-([0-9]+)$`)
@@ -167,18 +166,29 @@ func sweepStale(mnt *mounts, parent string) []int {
 				continue
 			}
 			inst := filepath.Join(base, e.Name())
-			leaves, _ := os.ReadDir(inst)
-			for _, l := range leaves {
-				if l.IsDir() && l.Name() == supervisorLeaf {
-					_ = unix.Rmdir(filepath.Join(inst, l.Name())) // EBUSY: something lives there still; so does the instance directory
-					continue
-				}
-				if l.IsDir() {
-					found = append(found, killStaleLeaf(filepath.Join(inst, l.Name()))...)
-				}
-			}
+			found = append(found, sweepInstance(inst)...)
 			_ = unix.Rmdir(inst) // EBUSY: a leaf would not die; the next sweep retries
 		}
+	}
+	return found
+}
+
+// sweepInstance kills and removes every leaf of the instance directory inst
+// (one hierarchy) and returns the PIDs it found there. The supervisor leaf
+// (leaveHome) is removed once empty, never killed: what it holds is no
+// containment's.
+func sweepInstance(inst string) []int {
+	var found []int
+	leaves, _ := os.ReadDir(inst)
+	for _, l := range leaves {
+		if !l.IsDir() {
+			continue
+		}
+		if l.Name() == supervisorLeaf {
+			_ = unix.Rmdir(filepath.Join(inst, l.Name())) // EBUSY: something lives there still; so does the instance directory
+			continue
+		}
+		found = append(found, killStaleLeaf(filepath.Join(inst, l.Name()))...)
 	}
 	return found
 }

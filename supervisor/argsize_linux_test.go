@@ -28,7 +28,7 @@ func TestArgSize(t *testing.T) {
 	}
 	for _, tt := range tests {
 		_, err := s.Run(context.Background(), tt.req)
-		_, jerr := s.StartJob(JobRequest{Request: tt.req})
+		_, jerr := s.Jobs().Start(JobRequest{Request: tt.req})
 		for _, err := range []error{err, jerr} {
 			var re *RequestError
 			if !errors.Is(err, ErrInvalidRequest) || !errors.Is(err, syscall.E2BIG) || !errors.As(err, &re) ||

@@ -41,7 +41,7 @@ func TestArgvRunsTheProgram(t *testing.T) {
 	}
 
 	// As a job: the pid is the program's, and the listing quotes its words.
-	st, err := s.StartJob(JobRequest{Request: marked(t, Request{Argv: []string{"sleep", "30"}})})
+	st, err := s.Jobs().Start(JobRequest{Request: marked(t, Request{Argv: []string{"sleep", "30"}})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,12 +49,12 @@ func TestArgvRunsTheProgram(t *testing.T) {
 	if got := strings.TrimSpace(string(b)); got != "sleep" {
 		t.Errorf("the job's pid %d is %q, want the sleep itself", st.Pid, got)
 	}
-	for _, j := range s.Jobs() {
+	for _, j := range s.Jobs().List() {
 		if j.ID == st.ID && j.Command != "sleep 30" {
 			t.Errorf("listed as %q, want %q", j.Command, "sleep 30")
 		}
 	}
-	if _, err := s.KillJob(st.ID); err != nil {
+	if _, err := s.Jobs().Kill(st.ID); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -109,13 +109,13 @@ func TestArgvTreeKilled(t *testing.T) {
 	s := newSup(t, Config{})
 	entry, marker := proctest.Marker(t)
 	k, v, _ := strings.Cut(entry, "=")
-	st, err := s.StartJob(JobRequest{Request: Request{Env: map[string]string{k: v},
+	st, err := s.Jobs().Start(JobRequest{Request: Request{Env: map[string]string{k: v},
 		Argv: []string{"bash", "-c", "setsid sleep 300 & sleep 300"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	proctest.AtLeast(marker, 3, 5*time.Second, nil)
-	if _, err := s.KillJob(st.ID); err != nil {
+	if _, err := s.Jobs().Kill(st.ID); err != nil {
 		t.Fatal(err)
 	}
 	proctest.NoSurvivors(t, marker, time.Second)

@@ -383,7 +383,7 @@ func runDrainHelper(b *testing.B, n int64, mode string) (hwm, seen int64) {
 // same command run statelessly:
 //
 //   - ratio, median-ratio: `true`, which cannot change the state
-//     (leavesStateAlone): the session saves the state it started with. The
+//     (shellstate.LeavesAlone): the session saves the state it started with. The
 //     goal is 1.05×.
 //   - reported-ratio: `cd .`, which could: the shell reports its state
 //     (the start-up script, the EXIT trap, `export -p` into the memfd) and

@@ -43,7 +43,7 @@ func ExampleSupervisor_Run() {
 }
 
 // A background job: start it, read its output with a cursor, wait for it.
-func ExampleSupervisor_StartJob() {
+func ExampleJobs_Start() {
 	sup, err := supervisor.New(supervisor.Config{}) // no DataDir: no spill files
 	if err != nil {
 		log.Fatal(err)
@@ -51,18 +51,18 @@ func ExampleSupervisor_StartJob() {
 	defer sup.Close()
 
 	ctx := context.Background()
-	st, err := sup.StartJob(supervisor.JobRequest{
+	st, err := sup.Jobs().Start(supervisor.JobRequest{
 		Request:  supervisor.Request{Command: "for i in 1 2 3; do echo line $i; done"},
 		Lifetime: time.Minute, // killed with its whole tree after this; 0 means 30 min
 	})
 	if err != nil {
 		log.Fatal(err)
 	}
-	res, err := sup.WaitJob(ctx, st.ID, 10*time.Second)
+	res, err := sup.Jobs().Wait(ctx, st.ID, 10*time.Second)
 	if err != nil {
 		log.Fatal(err) // supervisor.ErrStillRunning at the deadline
 	}
-	out, err := sup.JobOutput(ctx, st.ID, supervisor.Stdout, supervisor.CursorNext, 0)
+	out, err := sup.Jobs().Output(ctx, st.ID, supervisor.Stdout, supervisor.CursorNext, 0)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/corral-sh/corral/internal/shellstate"
 )
 
 // TestNoDescriptorLeaksIntoStaticShells runs 50 commands at once, static
@@ -29,7 +31,7 @@ func TestNoDescriptorLeaksIntoStaticShells(t *testing.T) {
 	inherited := inheritedFDs(t)
 	sups := []*Supervisor{newSup(t, Config{}), newSup(t, Config{Journal: openJournal(t, t.TempDir())})}
 	const static = "ls -l /proc/self/fd"
-	if !leavesStateAlone(static) {
+	if !shellstate.LeavesAlone(static) {
 		t.Fatal("the probe is not static")
 	}
 	const n = 50

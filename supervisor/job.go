@@ -90,12 +90,12 @@ type JobRequest struct {
 	// DefaultJobLifetime. It must lie in 1 s to the supervisor's
 	// MaxJobLifetime.
 	Lifetime time.Duration
-	// Interactive keeps stdin an open pipe that JobInput writes to; else
+	// Interactive keeps stdin an open pipe that Jobs.Input writes to; else
 	// stdin is Request.Stdin or /dev/null.
 	Interactive bool
 }
 
-// JobStarted is what StartJob returns.
+// JobStarted is what Jobs.Start returns.
 type JobStarted struct {
 	ID  string `json:"id"`
 	Pid int    `json:"pid"`
@@ -164,7 +164,7 @@ type job struct {
 	tree   *killtree.Tree // guarded by mu; the running tree, for live usage; nil once it exited
 	result Result         // set before done is closed
 
-	stdinMu sync.Mutex // serialises JobInput
+	stdinMu sync.Mutex // serialises Jobs.Input
 }
 
 // forgottenIDs is how many forgotten job IDs the table remembers, to answer
@@ -221,11 +221,12 @@ func (t *jobTable) init(cfg Config) error {
 	return nil
 }
 
-// StartJob validates r like Run does, starts it in the background and
-// returns at once. The job is killed when its lifetime passes, by KillJob,
+// Start validates r like Run does, starts it in the background and
+// returns at once. The job is killed when its lifetime passes, by Jobs.Kill,
 // or by Close. Errors: ErrInvalidRequest, ErrTooManyJobs, ErrClosed after
 // Close, or a start failure.
-func (s *Supervisor) StartJob(r JobRequest) (JobStarted, error) {
+func (h *Jobs) Start(r JobRequest) (JobStarted, error) {
+	s := h.s
 	lifetime := r.Lifetime
 	if lifetime == 0 {
 		lifetime = r.Timeout
@@ -320,7 +321,7 @@ func (t *jobTable) supervise(ctx context.Context, j *job, p *proc) {
 	res := p.finish(p.supervise(ctx))
 	j.cancel()
 	// The slot is free before anyone learns the job ended, so a start
-	// right after KillJob or WaitJob is never refused for it.
+	// right after Jobs.Kill or Jobs.Wait is never refused for it.
 	t.mu.Lock()
 	t.running--
 	t.mu.Unlock()
@@ -425,8 +426,9 @@ func (j *job) info() JobInfo {
 		StdoutBytes: j.out.tail.Counts().TotalBytes, StderrBytes: j.err.tail.Counts().TotalBytes, Usage: usage}
 }
 
-// Jobs lists every job, running or retained, oldest first.
-func (s *Supervisor) Jobs() []JobInfo {
+// List lists every job, running or retained, oldest first.
+func (h *Jobs) List() []JobInfo {
+	s := h.s
 	s.jobs.mu.Lock()
 	jobs := make([]*job, 0, len(s.jobs.jobs))
 	for _, j := range s.jobs.jobs {
@@ -441,10 +443,11 @@ func (s *Supervisor) Jobs() []JobInfo {
 	return out
 }
 
-// Job describes one job, running or retained. The error matches
+// Get describes one job, running or retained. The error matches
 // ErrNotFound when there is none, and ErrJobExpired too when it was
 // forgotten.
-func (s *Supervisor) Job(id string) (JobInfo, error) {
+func (h *Jobs) Get(id string) (JobInfo, error) {
+	s := h.s
 	j, err := s.jobs.get(id)
 	if err != nil {
 		return JobInfo{}, err
@@ -452,9 +455,10 @@ func (s *Supervisor) Job(id string) (JobInfo, error) {
 	return j.info(), nil
 }
 
-// WaitJob waits until the job ended and returns its Result, or returns
+// Wait waits until the job ended and returns its Result, or returns
 // ErrStillRunning once timeout passed (0 waits as long as ctx allows).
-func (s *Supervisor) WaitJob(ctx context.Context, id string, timeout time.Duration) (Result, error) {
+func (h *Jobs) Wait(ctx context.Context, id string, timeout time.Duration) (Result, error) {
+	s := h.s
 	j, err := s.jobs.get(id)
 	if err != nil {
 		return Result{}, err
@@ -476,9 +480,10 @@ func (s *Supervisor) WaitJob(ctx context.Context, id string, timeout time.Durati
 	}
 }
 
-// KillJob kills the job's whole tree (SIGTERM, grace, SIGKILL) and returns
+// Kill kills the job's whole tree (SIGTERM, grace, SIGKILL) and returns
 // its Result. Killing a job that already exited returns its Result.
-func (s *Supervisor) KillJob(id string) (Result, error) {
+func (h *Jobs) Kill(id string) (Result, error) {
+	s := h.s
 	j, err := s.jobs.get(id)
 	if err != nil {
 		return Result{}, err

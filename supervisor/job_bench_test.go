@@ -37,7 +37,7 @@ func monoNow() int64 {
 }
 
 // BenchmarkJobOutputLatency measures the time from a job writing a line to
-// a long-polling JobOutput reader receiving it, over 1,000 lines per
+// a long-polling Jobs.Output reader receiving it, over 1,000 lines per
 // iteration, and reports p50 and p99 in microseconds.
 func BenchmarkJobOutputLatency(b *testing.B) {
 	s, err := New(Config{})
@@ -47,13 +47,13 @@ func BenchmarkJobOutputLatency(b *testing.B) {
 	defer s.Close()
 	var lat []float64
 	for range b.N {
-		st, err := s.StartJob(JobRequest{Request: Request{Command: proctest.Command("monolines", "1000")}})
+		st, err := s.Jobs().Start(JobRequest{Request: Request{Command: proctest.Command("monolines", "1000")}})
 		if err != nil {
 			b.Fatal(err)
 		}
 		after := int64(0)
 		for {
-			out, err := s.JobOutput(context.Background(), st.ID, Stdout, after, 10*time.Second)
+			out, err := s.Jobs().Output(context.Background(), st.ID, Stdout, after, 10*time.Second)
 			if err != nil {
 				b.Fatal(err)
 			}

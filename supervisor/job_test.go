@@ -16,12 +16,12 @@ import (
 func startJob(t *testing.T, s *Supervisor, r JobRequest) JobStarted {
 	t.Helper()
 	r.Request = marked(t, r.Request)
-	st, err := s.StartJob(r)
+	st, err := s.Jobs().Start(r)
 	if err != nil {
-		t.Fatalf("StartJob(%q): %v", r.Command, err)
+		t.Fatalf("Jobs.Start(%q): %v", r.Command, err)
 	}
 	// Cleanups run last-in first-out: the job dies before the marker check.
-	t.Cleanup(func() { s.KillJob(st.ID) })
+	t.Cleanup(func() { s.Jobs().Kill(st.ID) })
 	return st
 }
 
@@ -35,7 +35,7 @@ func TestJobCursor(t *testing.T) {
 	var got strings.Builder
 	after := int64(0)
 	for {
-		out, err := s.JobOutput(context.Background(), st.ID, Stdout, after, 5*time.Second)
+		out, err := s.Jobs().Output(context.Background(), st.ID, Stdout, after, 5*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -72,10 +72,10 @@ func TestJobLongPollWakes(t *testing.T) {
 	}
 	ch := make(chan read, 1)
 	go func() {
-		out, err := s.JobOutput(context.Background(), st.ID, Stdout, 0, 30*time.Second)
+		out, err := s.Jobs().Output(context.Background(), st.ID, Stdout, 0, 30*time.Second)
 		ch <- read{out, err}
 	}()
-	if err := s.JobInput(st.ID, []byte("ping\n"), false); err != nil {
+	if err := s.Jobs().Input(st.ID, []byte("ping\n"), false); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -86,7 +86,7 @@ func TestJobLongPollWakes(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the long poll did not wake on output")
 	}
-	res, err := s.KillJob(st.ID)
+	res, err := s.Jobs().Kill(st.ID)
 	if err != nil || !res.Aborted {
 		t.Errorf("kill: %+v %v", res, err)
 	}
@@ -98,10 +98,10 @@ func TestJobSkipped(t *testing.T) {
 	t.Parallel()
 	s := newSup(t, Config{Capture: CaptureLimits{MaxBytes: 4096, MaxLines: 1000}})
 	st := startJob(t, s, JobRequest{Request: Request{Command: "seq 1 10000"}})
-	if _, err := s.WaitJob(context.Background(), st.ID, 10*time.Second); err != nil {
+	if _, err := s.Jobs().Wait(context.Background(), st.ID, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	out, err := s.JobOutput(context.Background(), st.ID, Stdout, 0, 0)
+	out, err := s.Jobs().Output(context.Background(), st.ID, Stdout, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,10 +125,10 @@ func TestJobWindow(t *testing.T) {
 	t.Parallel()
 	s := newSup(t, Config{Budget: budgetLimits(1000, 10)})
 	st := startJob(t, s, JobRequest{Request: Request{Command: "seq 1 100"}})
-	s.WaitJob(context.Background(), st.ID, 10*time.Second)
+	s.Jobs().Wait(context.Background(), st.ID, 10*time.Second)
 	var got strings.Builder
 	for after := int64(0); ; {
-		out, err := s.JobOutput(context.Background(), st.ID, Stdout, after, 0)
+		out, err := s.Jobs().Output(context.Background(), st.ID, Stdout, after, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -161,14 +161,14 @@ func TestJobInteractive(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			st := startJob(t, s, JobRequest{Request: Request{Command: tc.command}, Interactive: true})
-			if err := s.JobInput(st.ID, []byte(tc.input), true); err != nil {
+			if err := s.Jobs().Input(st.ID, []byte(tc.input), true); err != nil {
 				t.Fatal(err)
 			}
-			res, err := s.WaitJob(context.Background(), st.ID, 10*time.Second)
+			res, err := s.Jobs().Wait(context.Background(), st.ID, 10*time.Second)
 			if err != nil || res.Stdout != tc.want || res.ExitCode == nil || *res.ExitCode != 0 {
 				t.Errorf("result %+v %v", res, err)
 			}
-			if err := s.JobInput(st.ID, []byte("more"), false); !errors.Is(err, ErrJobStdin) {
+			if err := s.Jobs().Input(st.ID, []byte("more"), false); !errors.Is(err, ErrJobStdin) {
 				t.Errorf("input after the end: %v", err)
 			}
 		})
@@ -181,7 +181,7 @@ func TestJobLifetime(t *testing.T) {
 	t.Parallel()
 	s := newSup(t, Config{Grace: NoGrace})
 	st := startJob(t, s, JobRequest{Request: Request{Command: "(setsid sleep 60 &); sleep 60"}, Lifetime: time.Second})
-	res, err := s.WaitJob(context.Background(), st.ID, 10*time.Second)
+	res, err := s.Jobs().Wait(context.Background(), st.ID, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,13 +196,13 @@ func TestJobRetention(t *testing.T) {
 	t.Parallel()
 	s := newSup(t, Config{JobRetention: 200 * time.Millisecond})
 	st := startJob(t, s, JobRequest{Request: Request{Command: "echo hi"}})
-	if _, err := s.WaitJob(context.Background(), st.ID, 10*time.Second); err != nil {
+	if _, err := s.Jobs().Wait(context.Background(), st.ID, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if len(s.Jobs()) != 1 {
-		t.Errorf("jobs right after the end: %+v", s.Jobs())
+	if len(s.Jobs().List()) != 1 {
+		t.Errorf("jobs right after the end: %+v", s.Jobs().List())
 	}
-	waitFor(t, func() bool { return len(s.Jobs()) == 0 })
+	waitFor(t, func() bool { return len(s.Jobs().List()) == 0 })
 	checkExpired(t, s, st.ID, "more than 200ms ago (the retention")
 }
 
@@ -214,19 +214,19 @@ func TestJobLimit(t *testing.T) {
 	for range DefaultMaxJobs {
 		ids = append(ids, startJob(t, s, JobRequest{Request: Request{Command: "sleep 60"}}).ID)
 	}
-	if _, err := s.StartJob(JobRequest{Request: Request{Command: "true"}}); !errors.Is(err, ErrTooManyJobs) {
+	if _, err := s.Jobs().Start(JobRequest{Request: Request{Command: "true"}}); !errors.Is(err, ErrTooManyJobs) {
 		t.Fatalf("33rd job: %v", err)
 	}
-	if _, err := s.KillJob(ids[0]); err != nil {
+	if _, err := s.Jobs().Kill(ids[0]); err != nil {
 		t.Fatal(err)
 	}
-	// The killed job's slot is free the moment KillJob returns.
+	// The killed job's slot is free the moment Jobs.Kill returns.
 	st := startJob(t, s, JobRequest{Request: Request{Command: "true"}})
-	jobs := s.Jobs()
+	jobs := s.Jobs().List()
 	if len(jobs) != DefaultMaxJobs+1 || !sort.SliceIsSorted(jobs, func(a, b int) bool { return jobs[a].StartedAt.Before(jobs[b].StartedAt) }) {
 		t.Errorf("%d jobs listed", len(jobs))
 	}
-	s.WaitJob(context.Background(), st.ID, 10*time.Second)
+	s.Jobs().Wait(context.Background(), st.ID, 10*time.Second)
 }
 
 // TestJobCloseKillsAll: closing the supervisor kills every job's tree.
@@ -239,7 +239,7 @@ func TestJobCloseKillsAll(t *testing.T) {
 	entry, value := proctest.Marker(t)
 	k, v, _ := strings.Cut(entry, "=")
 	for range 3 {
-		if _, err := s.StartJob(JobRequest{Request: Request{Command: "sleep 60 & (setsid sleep 60 &); sleep 60",
+		if _, err := s.Jobs().Start(JobRequest{Request: Request{Command: "sleep 60 & (setsid sleep 60 &); sleep 60",
 			Env: map[string]string{k: v}}}); err != nil {
 			t.Fatal(err)
 		}
@@ -261,15 +261,15 @@ func TestJobInvalid(t *testing.T) {
 		{"lifetime-long", JobRequest{Request: Request{Command: "true"}, Lifetime: 25 * time.Hour}},
 		// The request is validated like a command.
 		{"empty", JobRequest{Request: Request{Command: ""}}},
-		// Interactive stdin comes through JobInput only.
+		// Interactive stdin comes through Jobs.Input only.
 		{"interactive-stdin", JobRequest{Request: Request{Command: "cat", Stdin: []byte("x")}, Interactive: true}},
 	} {
-		if _, err := s.StartJob(tc.req); !errors.Is(err, ErrInvalidRequest) {
+		if _, err := s.Jobs().Start(tc.req); !errors.Is(err, ErrInvalidRequest) {
 			t.Errorf("%s: %v", tc.name, err)
 		}
 	}
 	st := startJob(t, s, JobRequest{Request: Request{Command: "echo hi"}})
-	s.WaitJob(context.Background(), st.ID, 10*time.Second)
+	s.Jobs().Wait(context.Background(), st.ID, 10*time.Second)
 	for _, tc := range []struct {
 		name   string
 		stream string
@@ -281,24 +281,24 @@ func TestJobInvalid(t *testing.T) {
 		{"past-end", Stdout, 100, 0},          // beyond what was written
 		{"wait", Stdout, 0, 31 * time.Second}, // longer than the long-poll bound
 	} {
-		if _, err := s.JobOutput(context.Background(), st.ID, tc.stream, tc.after, tc.wait); !errors.Is(err, ErrInvalidRequest) {
+		if _, err := s.Jobs().Output(context.Background(), st.ID, tc.stream, tc.after, tc.wait); !errors.Is(err, ErrInvalidRequest) {
 			t.Errorf("%s: %v", tc.name, err)
 		}
 	}
-	if err := s.JobInput(st.ID, []byte("x"), false); !errors.Is(err, ErrJobStdin) {
+	if err := s.Jobs().Input(st.ID, []byte("x"), false); !errors.Is(err, ErrJobStdin) {
 		t.Errorf("input to a non-interactive job: %v", err)
 	}
 	for _, err := range []error{
-		func() error { _, err := s.JobOutput(context.Background(), "j-nope", Stdout, 0, 0); return err }(),
-		func() error { _, err := s.WaitJob(context.Background(), "j-nope", 0); return err }(),
-		func() error { _, err := s.KillJob("j-nope"); return err }(),
-		s.JobInput("j-nope", nil, true),
+		func() error { _, err := s.Jobs().Output(context.Background(), "j-nope", Stdout, 0, 0); return err }(),
+		func() error { _, err := s.Jobs().Wait(context.Background(), "j-nope", 0); return err }(),
+		func() error { _, err := s.Jobs().Kill("j-nope"); return err }(),
+		s.Jobs().Input("j-nope", nil, true),
 	} {
 		if !errors.Is(err, ErrNotFound) {
 			t.Errorf("unknown job: %v", err)
 		}
 	}
-	if _, err := s.WaitJob(context.Background(), startJob(t, s, JobRequest{Request: Request{Command: "sleep 5"}}).ID, 50*time.Millisecond); !errors.Is(err, ErrStillRunning) {
+	if _, err := s.Jobs().Wait(context.Background(), startJob(t, s, JobRequest{Request: Request{Command: "sleep 5"}}).ID, 50*time.Millisecond); !errors.Is(err, ErrStillRunning) {
 		t.Errorf("wait deadline: %v", err)
 	}
 }

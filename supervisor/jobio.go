@@ -12,24 +12,25 @@ import (
 	"github.com/corral-sh/corral/budget"
 )
 
-// stdinWriteTimeout bounds one JobInput write into a full pipe that the
+// stdinWriteTimeout bounds one Jobs.Input write into a full pipe that the
 // job does not read.
 const stdinWriteTimeout = 5 * time.Second
 
-// CursorNext, as JobOutput's after, reads from where the previous
+// CursorNext, as Jobs.Output's after, reads from where the previous
 // cursorless read of that job's stream ended (from 0 for the first, or from
 // what a yielding command's Result showed). Cursorless reads of one stream
 // are serialised, so across any number of them every byte is returned once
 // (or counted in SkippedBytes when the ring moved past it).
 const CursorNext int64 = math.MinInt64
 
-// JobOutput returns what the job wrote to stream ("stdout" or "stderr")
+// Output returns what the job wrote to stream ("stdout" or "stderr")
 // from byte offset after on (CursorNext: where the last cursorless read
 // ended), at most one model budget of it (96 KiB and 4,000 lines, cut after
 // a complete line where one fits, valid UTF-8), and the cursor to pass next.
 // With wait > 0 (at most MaxOutputWait) it waits for new output or the job's
 // end when there is none yet.
-func (s *Supervisor) JobOutput(ctx context.Context, id, stream string, after int64, wait time.Duration) (JobOutput, error) {
+func (h *Jobs) Output(ctx context.Context, id, stream string, after int64, wait time.Duration) (JobOutput, error) {
+	s := h.s
 	j, err := s.jobs.get(id)
 	if err != nil {
 		return JobOutput{}, err
@@ -94,10 +95,11 @@ func (s *Supervisor) readJob(ctx context.Context, j *job, r *retained, stream st
 	}
 }
 
-// JobInput writes data to an interactive job's stdin, then closes stdin
+// Input writes data to an interactive job's stdin, then closes stdin
 // when closeStdin is set. Errors wrap ErrJobStdin when the job is not
 // interactive, stdin was closed, or the job ended.
-func (s *Supervisor) JobInput(id string, data []byte, closeStdin bool) error {
+func (h *Jobs) Input(id string, data []byte, closeStdin bool) error {
+	s := h.s
 	j, err := s.jobs.get(id)
 	if err != nil {
 		return err
@@ -142,15 +144,16 @@ func describeStdinErr(err error) string {
 }
 
 // InputPause is how long a job's output must pause, once some came, for
-// JobExchange to return before its yield.
+// Jobs.Exchange to return before its yield.
 const InputPause = 100 * time.Millisecond
 
-// JobExchange is one turn of an interactive program: it writes data to the
-// job's stdin as JobInput does, then waits up to yield (at most
+// Exchange is one turn of an interactive program: it writes data to the
+// job's stdin as Jobs.Input does, then waits up to yield (at most
 // MaxOutputWait) for what the job prints on stream, returning early once
 // that output pauses for InputPause or the job ends, and returns it as a
 // cursorless read (CursorNext) does.
-func (s *Supervisor) JobExchange(ctx context.Context, id, stream string, data []byte, closeStdin bool, yield time.Duration) (JobOutput, error) {
+func (h *Jobs) Exchange(ctx context.Context, id, stream string, data []byte, closeStdin bool, yield time.Duration) (JobOutput, error) {
+	s := h.s
 	if yield <= 0 || yield > MaxOutputWait {
 		return JobOutput{}, invalid("yield must be more than 0 and at most %g seconds, got %g",
 			MaxOutputWait.Seconds(), yield.Seconds())
@@ -166,7 +169,7 @@ func (s *Supervisor) JobExchange(ctx context.Context, id, stream string, data []
 	j.cursorMu.Lock()
 	defer j.cursorMu.Unlock()
 	start := j.cursor[i]
-	if err := s.JobInput(id, data, closeStdin); err != nil {
+	if err := h.Input(id, data, closeStdin); err != nil {
 		return JobOutput{}, err
 	}
 	deadline := time.Now().Add(yield)

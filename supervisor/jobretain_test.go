@@ -15,12 +15,12 @@ import (
 // runJob starts req as a job, waits for its end and returns its ID.
 func runJob(t *testing.T, s *Supervisor, req Request) string {
 	t.Helper()
-	st, err := s.StartJob(JobRequest{Request: req})
+	st, err := s.Jobs().Start(JobRequest{Request: req})
 	if err != nil {
-		t.Fatalf("StartJob(%q): %v", req.Command, err)
+		t.Fatalf("Jobs.Start(%q): %v", req.Command, err)
 	}
-	if _, err := s.WaitJob(context.Background(), st.ID, 30*time.Second); err != nil {
-		t.Fatalf("WaitJob(%s): %v", st.ID, err)
+	if _, err := s.Jobs().Wait(context.Background(), st.ID, 30*time.Second); err != nil {
+		t.Fatalf("Jobs.Wait(%s): %v", st.ID, err)
 	}
 	return st.ID
 }
@@ -28,7 +28,7 @@ func runJob(t *testing.T, s *Supervisor, req Request) string {
 // jobIDs lists the IDs of s's jobs, oldest first.
 func jobIDs(s *Supervisor) []string {
 	var ids []string
-	for _, j := range s.Jobs() {
+	for _, j := range s.Jobs().List() {
 		ids = append(ids, j.ID)
 	}
 	return ids
@@ -38,10 +38,10 @@ func jobIDs(s *Supervisor) []string {
 // every job call, with a message containing want.
 func checkExpired(t *testing.T, s *Supervisor, id, want string) {
 	t.Helper()
-	_, errOut := s.JobOutput(context.Background(), id, Stdout, 0, 0)
-	_, errWait := s.WaitJob(context.Background(), id, time.Second)
-	_, errKill := s.KillJob(id)
-	_, errInfo := s.Job(id)
+	_, errOut := s.Jobs().Output(context.Background(), id, Stdout, 0, 0)
+	_, errWait := s.Jobs().Wait(context.Background(), id, time.Second)
+	_, errKill := s.Jobs().Kill(id)
+	_, errInfo := s.Jobs().Get(id)
 	for _, err := range []error{errOut, errWait, errKill, errInfo} {
 		if !errors.Is(err, ErrJobExpired) || !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), want) {
 			t.Errorf("job %s: error %v, want ErrJobExpired saying %q", id, err, want)
@@ -68,11 +68,11 @@ func TestJobRetainedCount(t *testing.T) {
 	for _, id := range ids[:2] {
 		checkExpired(t, s, id, "at most 2 exited jobs are kept")
 	}
-	out, err := s.JobOutput(context.Background(), ids[3], Stdout, 0, 0)
+	out, err := s.Jobs().Output(context.Background(), ids[3], Stdout, 0, 0)
 	if err != nil || out.Data != "hi\n" || out.Result == nil {
 		t.Errorf("the newest exited job: %+v, %v", out, err)
 	}
-	_, err = s.Job("j-0000000000000000")
+	_, err = s.Jobs().Get("j-0000000000000000")
 	if !errors.Is(err, ErrNotFound) || errors.Is(err, ErrJobExpired) {
 		t.Errorf("an ID that never existed: %v, want ErrNotFound only", err)
 	}
@@ -101,15 +101,15 @@ func TestJobRetainedBytes(t *testing.T) {
 	}
 
 	big := marked(t, Request{Command: "head -c 200000 /dev/zero | tr '\\0' y"})
-	st, err := s.StartJob(JobRequest{Request: big})
+	st, err := s.Jobs().Start(JobRequest{Request: big})
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := s.WaitJob(context.Background(), st.ID, 30*time.Second)
+	res, err := s.Jobs().Wait(context.Background(), st.ID, 30*time.Second)
 	if err != nil || res.StdoutInfo.TotalBytes != 200000 {
 		t.Fatalf("waiting for the big job: %+v, %v", res.StdoutInfo, err)
 	}
-	waitFor(t, func() bool { _, err := s.Job(st.ID); return err != nil })
+	waitFor(t, func() bool { _, err := s.Jobs().Get(st.ID); return err != nil })
 	checkExpired(t, s, st.ID, "may take at most 100000 bytes")
 	if got := jobIDs(s); len(got) != 0 {
 		t.Errorf("jobs %v after the big one, want none: it alone exceeds the cap and evicts the rest first", got)
@@ -135,7 +135,7 @@ func TestJobRetainedMemory(t *testing.T) {
 	}
 	wg.Wait()
 	after := heapInUse()
-	retained := len(s.Jobs())
+	retained := len(s.Jobs().List())
 	t.Logf("heap in use %d KiB before, %d KiB after 64 jobs of 1 MB; %d jobs retained", before>>10, after>>10, retained)
 	// Slack of 2 MiB for the runtime's own growth (goroutine stacks,
 	// pools) under 64 jobs.
@@ -180,7 +180,7 @@ func TestJobRecordBytes(t *testing.T) {
 		}
 		wg.Wait()
 		inUse, objects = heapInUse()-before, heapObjects()-beforeObj
-		if got := len(s.Jobs()); got != min(keep, n+1) {
+		if got := len(s.Jobs().List()); got != min(keep, n+1) {
 			t.Fatalf("%d jobs retained, want %d", got, min(keep, n+1))
 		}
 		s.Close()

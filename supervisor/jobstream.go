@@ -2,7 +2,6 @@ package supervisor
 
 import (
 	"context"
-	"time"
 )
 
 // JobStream follows one job's raw output, for front ends that forward the
@@ -15,9 +14,10 @@ type JobStream struct {
 	j *job
 }
 
-// OpenJobStream returns a JobStream of the job id; the error matches
+// OpenStream returns a JobStream of the job id; the error matches
 // ErrNotFound (and ErrJobExpired) as the other job calls do.
-func (s *Supervisor) OpenJobStream(id string) (*JobStream, error) {
+func (h *Jobs) OpenStream(id string) (*JobStream, error) {
+	s := h.s
 	j, err := s.jobs.get(id)
 	if err != nil {
 		return nil, err
@@ -60,7 +60,7 @@ func (js *JobStream) Result() (res Result, ok bool) {
 
 // Kill kills the job's whole tree and waits, as long as ctx allows, for the
 // job's end. With hard, every member gets SIGKILL at once; otherwise the way
-// down starts with SIGTERM to every member and the grace (KillJob). Killing
+// down starts with SIGTERM to every member and the grace (Jobs.Kill). Killing
 // a job that already ended does nothing.
 func (js *JobStream) Kill(ctx context.Context, hard bool) error {
 	if hard {
@@ -76,12 +76,10 @@ func (js *JobStream) Kill(ctx context.Context, hard bool) error {
 	}
 }
 
-// MaxJobLifetime is the longest lifetime a JobRequest may ask for.
-func (s *Supervisor) MaxJobLifetime() time.Duration { return s.jobs.maxLifetime }
-
-// HasJob reports whether the job id is running or still retained, without
-// the cost of describing it (Job counts its output).
-func (s *Supervisor) HasJob(id string) bool {
+// Has reports whether the job id is running or still retained, without
+// the cost of describing it (Get counts its output).
+func (h *Jobs) Has(id string) bool {
+	s := h.s
 	_, err := s.jobs.get(id)
 	return err == nil
 }

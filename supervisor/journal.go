@@ -64,7 +64,7 @@ func (s *Supervisor) openJournal() error {
 	if n > 0 {
 		s.log.Warn().Int("entries", n).Msg("journal: completed the entries of commands the previous server did not finish")
 	}
-	s.SweepSessions()
+	s.Sessions().Sweep()
 	s.js.stop, s.js.done = make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(s.js.done)
@@ -75,7 +75,7 @@ func (s *Supervisor) openJournal() error {
 			case <-s.js.stop:
 				return
 			case <-t.C:
-				s.SweepSessions()
+				s.Sessions().Sweep()
 			}
 		}
 	}()
@@ -226,10 +226,11 @@ func notJournaled(err error) string {
 		"it has no id and the session's history will not list it.]"
 }
 
-// SweepSessions deletes the sessions idle longer than the journal's
+// Sweep deletes the sessions idle longer than the journal's
 // retention, with their spill files and state, except those with a command
 // or job running. It returns the IDs it swept; nil without a journal.
-func (s *Supervisor) SweepSessions() []string {
+func (h *Sessions) Sweep() []string {
+	s := h.s
 	if s.journal == nil {
 		return nil
 	}
@@ -243,7 +244,7 @@ func (s *Supervisor) SweepSessions() []string {
 				s.log.Warn().Err(err).Str("session", id).Msg("remove the spills of a swept session")
 			}
 		}
-		s.ForgetSession(id)
+		h.Forget(id)
 	}
 	if len(swept) > 0 {
 		s.log.Info().Strs("sessions", swept).Msg("swept idle sessions")
@@ -252,7 +253,7 @@ func (s *Supervisor) SweepSessions() []string {
 }
 
 // Journal is the journal of Config.Journal, nil when there is none.
-func (s *Supervisor) Journal() *journal.Journal { return s.journal }
+func (h *Sessions) Journal() *journal.Journal { return h.s.journal }
 
 // busy counts the commands and jobs running per session, for the sweep: a
 // command of session starting (delta 1) or ending (-1). It returns the
@@ -298,9 +299,10 @@ func (s *Supervisor) journaledCwd(session string) string {
 	return info.Cwd
 }
 
-// SessionJobs lists the jobs of a session, running or retained, oldest
+// Jobs lists the jobs of a session, running or retained, oldest
 // first.
-func (s *Supervisor) SessionJobs(id string) []JobInfo {
+func (h *Sessions) Jobs(id string) []JobInfo {
+	s := h.s
 	s.jobs.mu.Lock()
 	var jobs []*job
 	for _, j := range s.jobs.jobs {
@@ -317,12 +319,13 @@ func (s *Supervisor) SessionJobs(id string) []JobInfo {
 	return out
 }
 
-// DeleteSession kills the session's running jobs (their trees; their
+// Delete kills the session's running jobs (their trees; their
 // Results are journaled first), then deletes its journal entries and
 // batches, its spill files and its state. Commands of it still running go
 // on; their Results then carry no ID, and they write no spill file. It is no error when the session has
 // nothing of these.
-func (s *Supervisor) DeleteSession(id string) error {
+func (h *Sessions) Delete(id string) error {
+	s := h.s
 	s.jobs.mu.Lock()
 	var running []*job
 	for _, j := range s.jobs.jobs {
@@ -358,6 +361,6 @@ func (s *Supervisor) DeleteSession(id string) error {
 		}
 	}
 	s.js.spillMu.Unlock()
-	s.ForgetSession(id)
+	h.Forget(id)
 	return errors.Join(errs...)
 }

@@ -57,11 +57,11 @@ func TestJournalRecordsResults(t *testing.T) {
 		t.Fatalf("default entry %+v", r)
 	}
 	// A job's end Result is its entry's.
-	started, err := s.StartJob(JobRequest{Request: marked(t, Request{Command: "echo job", Session: "js"})})
+	started, err := s.Jobs().Start(JobRequest{Request: marked(t, Request{Command: "echo job", Session: "js"})})
 	if err != nil {
 		t.Fatal(err)
 	}
-	jr, err := s.WaitJob(context.Background(), started.ID, 10*time.Second)
+	jr, err := s.Jobs().Wait(context.Background(), started.ID, 10*time.Second)
 	if err != nil || jr.ID == "" {
 		t.Fatalf("job result %+v %v", jr, err)
 	}
@@ -77,7 +77,7 @@ func TestJournalRecordsResults(t *testing.T) {
 	if e, _ := j.Entry("js", y.ID); string(e.Result) != "null" || e.EndedAt != nil {
 		t.Fatalf("entry of a running command: %+v", e)
 	}
-	final, err := s.KillJob(y.JobID)
+	final, err := s.Jobs().Kill(y.JobID)
 	if err != nil || final.ID != y.ID {
 		t.Fatalf("final %+v %v", final, err)
 	}
@@ -158,7 +158,7 @@ func TestJournalSessionResumes(t *testing.T) {
 	}
 }
 
-// TestJournalDeleteSession: DeleteSession kills the session's jobs and
+// TestJournalDeleteSession: Sessions.Delete kills the session's jobs and
 // removes its entries, spills and state.
 func TestJournalDeleteSession(t *testing.T) {
 	t.Parallel()
@@ -169,14 +169,14 @@ func TestJournalDeleteSession(t *testing.T) {
 	if res.StdoutInfo.SpillPath == "" {
 		t.Fatal("no spill")
 	}
-	started, err := s.StartJob(JobRequest{Request: marked(t, Request{Command: "sleep 1000", Session: "jd"})})
+	started, err := s.Jobs().Start(JobRequest{Request: marked(t, Request{Command: "sleep 1000", Session: "jd"})})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.DeleteSession("jd"); err != nil {
+	if err := s.Sessions().Delete("jd"); err != nil {
 		t.Fatal(err)
 	}
-	if info, _ := s.Job(started.ID); info.State != JobExited {
+	if info, _ := s.Jobs().Get(started.ID); info.State != JobExited {
 		t.Fatalf("job %+v", info)
 	}
 	if _, err := j.Session("jd"); err == nil {
@@ -185,7 +185,7 @@ func TestJournalDeleteSession(t *testing.T) {
 	if _, err := os.Stat(res.StdoutInfo.SpillPath); !os.IsNotExist(err) {
 		t.Fatalf("spill: %v", err)
 	}
-	if _, ok := s.Session("jd"); ok {
+	if _, ok := s.Sessions().Get("jd"); ok {
 		t.Fatal("state kept")
 	}
 }
@@ -202,24 +202,24 @@ func TestJournalSweep(t *testing.T) {
 	if old.StdoutInfo.SpillPath == "" {
 		t.Fatal("no spill")
 	}
-	job, err := s.StartJob(JobRequest{Request: marked(t, Request{Command: "sleep 1000", Session: "busy"})})
+	job, err := s.Jobs().Start(JobRequest{Request: marked(t, Request{Command: "sleep 1000", Session: "busy"})})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.KillJob(job.ID)
+	defer s.Jobs().Kill(job.ID)
 	// Make "old" and "busy" idle for eight days, as their last use says.
 	at := time.Now().Add(-8 * 24 * time.Hour)
 	for _, id := range []string{"old", "busy"} {
 		st, _ := j.Start(id, "true", at)
 		j.Finish(st, at, json.RawMessage(`{}`), "")
 	}
-	if swept := s.SweepSessions(); len(swept) != 1 || swept[0] != "old" {
+	if swept := s.Sessions().Sweep(); len(swept) != 1 || swept[0] != "old" {
 		t.Fatalf("swept %v", swept)
 	}
 	if _, err := os.Stat(old.StdoutInfo.SpillPath); !os.IsNotExist(err) {
 		t.Fatalf("spill of the swept session: %v", err)
 	}
-	if _, ok := s.Session("old"); ok {
+	if _, ok := s.Sessions().Get("old"); ok {
 		t.Fatal("state of the swept session kept")
 	}
 	for _, id := range []string{"fresh", "busy"} {

@@ -75,12 +75,12 @@ func TestJournalFaultKeepsServing(t *testing.T) {
 		}
 	})
 	wg.Go(func() {
-		started, err := s.StartJob(JobRequest{Request: marked(t, Request{Command: "echo ok", Session: "k1"})})
+		started, err := s.Jobs().Start(JobRequest{Request: marked(t, Request{Command: "echo ok", Session: "k1"})})
 		if err != nil {
 			t.Errorf("job: %v", err)
 			return
 		}
-		res, err := s.WaitJob(context.Background(), started.ID, 20*time.Second)
+		res, err := s.Jobs().Wait(context.Background(), started.ID, 20*time.Second)
 		if err != nil {
 			t.Errorf("job: %v", err)
 		}
@@ -109,7 +109,7 @@ func TestJournalFaultKeepsServing(t *testing.T) {
 	if !st.JournalOffline || st.JournalErrors == 0 {
 		t.Errorf("stats %+v", st)
 	}
-	if _, ok := s.Session("n0"); !ok {
+	if _, ok := s.Sessions().Get("n0"); !ok {
 		t.Errorf("the session table lost n0")
 	}
 	mu.Lock()

@@ -4,6 +4,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+
+	"github.com/corral-sh/corral/internal/shellstate"
 )
 
 // The start gate takes the journal's first commit off a command's path.
@@ -11,7 +13,7 @@ import (
 // so that a server that dies meanwhile leaves an entry the next start
 // completes. Committing that entry (a synced bbolt transaction) before the
 // fork would add its whole latency to every command; instead the shell
-// starts at once and holds at the gate (gateLine, the first thing its
+// starts at once and holds at the gate (the gate line of shellstate.Script, the first thing its
 // BASH_ENV script does, before the command's own BASH_ENV) while the commit
 // runs beside its start-up, and the supervisor opens the gate by writing a
 // byte once the entry is committed. A supervisor that dies before it
@@ -29,7 +31,7 @@ var testHookGateCommitted func(*proc)
 
 // startGate is one command's gate.
 type startGate struct {
-	r, w  *os.File      // the gate pipe; the child gets r as gateFD
+	r, w  *os.File      // the gate pipe; the child gets r as shellstate.GateFD
 	begun bool          // begin was called
 	done  chan struct{} // closed when the journal's start returned
 }
@@ -59,18 +61,18 @@ func (g *startGate) attach(s *Supervisor, cmd *exec.Cmd, st *stateStart) bool {
 	case st != nil && st.ch != nil && !st.gated:
 		g.abandon()
 		return false
-	case st == nil || st.ch == nil: // untracked, or static (leavesStateAlone)
+	case st == nil || st.ch == nil: // untracked, or static (shellstate.LeavesAlone)
 		script, err := s.sessions.sharedScript(false, true)
 		if err != nil {
 			g.abandon()
 			return false
 		}
 		bashEnv, has := lookupEnv(cmd.Env, "BASH_ENV")
-		cmd.Env = append(cmd.Env, stateEnv(bashEnv, has)...)
-		cmd.ExtraFiles = make([]*os.File, gateFD-2)
-		cmd.ExtraFiles[stateScriptFD-3] = script
+		cmd.Env = append(cmd.Env, shellstate.Env(bashEnv, has)...)
+		cmd.ExtraFiles = make([]*os.File, shellstate.GateFD-2)
+		cmd.ExtraFiles[shellstate.ScriptFD-3] = script
 	}
-	cmd.ExtraFiles[gateFD-3] = g.r
+	cmd.ExtraFiles[shellstate.GateFD-3] = g.r
 	return true
 }
 

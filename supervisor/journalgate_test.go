@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/corral-sh/corral/internal/shellstate"
 )
 
 // TestGateHoldsTheCommand: a journaled command's shell starts beside the
@@ -73,7 +75,7 @@ func TestGateClosedRunsNothing(t *testing.T) {
 	dir := t.TempDir()
 	script := filepath.Join(dir, "script")
 	userEnv := filepath.Join(dir, "user-env")
-	if err := os.WriteFile(script, []byte(startScript(false, true)), 0o600); err != nil {
+	if err := os.WriteFile(script, []byte(shellstate.Script(false, true)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(userEnv, []byte("touch "+filepath.Join(dir, "user-env-ran")+"\n"), 0o600); err != nil {
@@ -91,7 +93,7 @@ func TestGateClosedRunsNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		cmd := exec.Command("bash", "-c", `[[ -e /dev/fd/5 ]] && exit 7; touch `+filepath.Join(dir, "command-ran"))
-		cmd.Env = append(os.Environ(), stateEnv(userEnv, true)...)
+		cmd.Env = append(os.Environ(), shellstate.Env(userEnv, true)...)
 		cmd.ExtraFiles = []*os.File{nil, f, r}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

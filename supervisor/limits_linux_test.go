@@ -143,19 +143,19 @@ func TestUsageEveryTier(t *testing.T) {
 // final Result's once it exited.
 func TestJobUsage(t *testing.T) {
 	s := newSup(t, Config{})
-	st, err := s.StartJob(JobRequest{Request: marked(t, Request{Command: "i=0; while [ $i -lt 30000 ]; do i=$((i+1)); done; echo done; sleep 100"})})
+	st, err := s.Jobs().Start(JobRequest{Request: marked(t, Request{Command: "i=0; while [ $i -lt 30000 ]; do i=$((i+1)); done; echo done; sleep 100"})})
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := s.Job(st.ID)
+	info, err := s.Jobs().Get(st.ID)
 	if err != nil || info.Usage == nil {
 		t.Fatalf("Job = %+v, %v; want a usage", info, err)
 	}
-	res, err := s.KillJob(st.ID)
+	res, err := s.Jobs().Kill(st.ID)
 	if err != nil || res.Usage == nil {
-		t.Fatalf("KillJob = %+v, %v", res, err)
+		t.Fatalf("Jobs.Kill = %+v, %v", res, err)
 	}
-	info, err = s.Job(st.ID)
+	info, err = s.Jobs().Get(st.ID)
 	if err != nil || info.Usage == nil || *info.Usage != *res.Usage {
 		t.Errorf("exited job's usage %+v, want the Result's %+v (%v)", info.Usage, res.Usage, err)
 	}

@@ -161,7 +161,7 @@ type validated struct {
 
 	// Set for background jobs only.
 	job         bool
-	interactive bool   // stdin stays an open pipe for JobInput
+	interactive bool   // stdin stays an open pipe for Jobs.Input
 	notify      func() // called after every chunk drained, from the drain goroutines
 }
 

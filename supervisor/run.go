@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -25,7 +24,7 @@ import (
 // graceful ending; any other cancellation keeps the grace.
 var ErrClientGone = errors.New("supervisor: the client is gone")
 
-// ErrClosed is returned, wrapped, by Run, StartJob and every other call that
+// ErrClosed is returned, wrapped, by Run, Jobs.Start and every other call that
 // would start a command once Close has begun. The error also matches
 // killtree.ErrClosed, which it was before ErrClosed existed.
 var ErrClosed = errors.New("supervisor: closed")
@@ -88,152 +87,6 @@ type proc struct {
 
 func (s *Supervisor) newID() string {
 	return "c-" + strconv.FormatInt(int64(os.Getpid()), 36) + "-" + strconv.FormatUint(s.seq.Add(1), 36)
-}
-
-// start creates the pipes and starts the shell inside a fresh containment;
-// wait drains it. On error nothing is left open or running.
-func (s *Supervisor) start(v validated) (_ *proc, retErr error) {
-	p := &proc{s: s, v: v, id: s.newID(), begin: time.Now(), drained: make(chan error, 2),
-		stdinEnd: make(chan struct{})}
-	p.log = s.log.With().Str("id", p.id).Str("session", v.Session).Str("label", v.Label).Logger()
-	wOut, wErr, err := p.outs.open()
-	if err != nil {
-		return nil, fmt.Errorf("supervisor: output pipes: %w", err)
-	}
-	closers := []*os.File{wOut, wErr}
-	defer func() {
-		if retErr != nil {
-			p.outs.close()
-			for _, f := range closers {
-				f.Close()
-			}
-		}
-	}()
-	s.devMu.RLock()
-	defer s.devMu.RUnlock()
-	stdinR := s.devNull
-	if stdinR == nil {
-		return nil, errClosed
-	}
-	if v.Stdin != nil || v.interactive {
-		if stdinR, p.stdinW, err = os.Pipe(); err != nil {
-			return nil, fmt.Errorf("supervisor: stdin pipe: %w", err)
-		}
-		closers = append(closers, stdinR, p.stdinW)
-	}
-
-	// Everything that does not need the child is made before it runs: the
-	// work done between the fork and the first poll competes with the
-	// child's start for the CPU it often shares with us.
-	p.out = newRetained(v.stdout, s.cfg.Capture, &s.drained, v.notify)
-	p.err = newRetained(v.stderr, s.cfg.Capture, &s.drained, v.notify)
-	p.live = newLive(v.OnEvent, s.liveCap)
-
-	cmd := exec.Command(s.shell, "-c", v.Command)
-	if v.Argv != nil {
-		cmd = &exec.Cmd{Args: v.Argv} // Path once the environment is known
-	}
-	cmd.Dir = v.Dir
-	var base []string
-	var gate *startGate
-	if s.gateable(v) {
-		gate = newGate()
-		defer func() {
-			if gate != nil && !gate.begun {
-				gate.abandon() // the start failed before the shell's
-			}
-		}()
-	}
-	if s.tracked(v) {
-		if p.state, err = s.beginState(v, gate != nil); err != nil {
-			return nil, err
-		}
-		defer func() {
-			if retErr != nil {
-				s.abandonState(p.state)
-			}
-		}()
-		cmd.Dir, base = p.state.dir, p.state.env
-	}
-	cmd.Env = s.environ(v, p.id, base)
-	if v.user != nil {
-		v.user.apply(cmd)
-		if cmd.Dir == "" {
-			cmd.Dir = v.user.dir
-		}
-	}
-	if v.Argv != nil {
-		if cmd.Path, err = lookPath(v.Argv[0], cmd.Env, cmd.Dir); err != nil {
-			return nil, err
-		}
-	}
-	if p.state != nil {
-		p.state.prepare(cmd)
-	}
-	if gate != nil && !gate.attach(s, cmd, p.state) {
-		gate = nil
-	}
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, wOut, wErr
-	if gate != nil {
-		gate.begin(p)
-	} else {
-		p.journalStart()
-	}
-	tree, err := s.trees.StartLimited(cmd, killtree.Limits{
-		MemoryBytes: v.Limits.MemoryBytes, CPUs: v.Limits.CPUs, Pids: v.Limits.Pids})
-	if gate != nil {
-		gate.release(err == nil)
-	}
-	if errors.Is(err, syscall.E2BIG) {
-		err = argSizeError(cmd, err)
-		p.journalAbandon(err)
-		return nil, err
-	}
-	if errors.Is(err, killtree.ErrClosed) {
-		p.journalAbandon(errClosed)
-		return nil, errClosed
-	}
-	if err != nil {
-		what := s.shell
-		if v.Argv != nil {
-			what = v.Argv[0]
-		}
-		err = fmt.Errorf("supervisor: start %s: %w", what, err)
-		p.journalAbandon(err)
-		return nil, err
-	}
-	p.deletions = s.busy(p.v.Session, 1)
-	if p.state != nil && p.state.ch != nil {
-		p.state.ch.started()
-	}
-	// The child has its copies; ours would keep the pipes from reaching EOF.
-	wOut.Close()
-	wErr.Close()
-	if stdinR != s.devNull {
-		stdinR.Close()
-	}
-	p.cmd, p.tree = cmd, tree
-	p.outs.watch(p)
-	p.log.Debug().Int("pid", tree.Pid()).Str("tier", string(tree.Tier())).Msg("started")
-
-	s.started.Add(1)
-	s.running.Add(1)
-	if p.live != nil {
-		p.live.started(tree.Pid())
-		go p.live.run()
-	}
-	if p.stdinW != nil && !v.interactive {
-		go func() {
-			defer close(p.stdinEnd)
-			// EPIPE (nobody reads) and ErrClosed (the way down closed it)
-			// both just end the feed.
-			p.stdinW.Write(v.Stdin)
-			p.stdinW.Close()
-		}()
-	} else {
-		close(p.stdinEnd)
-	}
-	return p, nil
 }
 
 // supervise drains the command until the shell exits, the timeout passes or

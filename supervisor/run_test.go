@@ -563,8 +563,8 @@ func TestCloseRacesRuns(t *testing.T) {
 	if _, err := s.Run(context.Background(), req); !errors.Is(err, ErrClosed) || !errors.Is(err, killtree.ErrClosed) {
 		t.Errorf("Run after Close: %v, want ErrClosed (and killtree.ErrClosed)", err)
 	}
-	if _, err := s.StartJob(JobRequest{Request: req}); !errors.Is(err, ErrClosed) || !errors.Is(err, killtree.ErrClosed) {
-		t.Errorf("StartJob after Close: %v, want ErrClosed (and killtree.ErrClosed)", err)
+	if _, err := s.Jobs().Start(JobRequest{Request: req}); !errors.Is(err, ErrClosed) || !errors.Is(err, killtree.ErrClosed) {
+		t.Errorf("Jobs.Start after Close: %v, want ErrClosed (and killtree.ErrClosed)", err)
 	}
 	if err := s.Close(); err != nil {
 		t.Errorf("second Close: %v", err)

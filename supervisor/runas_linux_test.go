@@ -225,7 +225,7 @@ func TestRequestUser(t *testing.T) {
 	// Its tree goes down whole, a child that left the session included.
 	entry, marker := proctest.Marker(t)
 	k, v, _ := strings.Cut(entry, "=")
-	st, err := s.StartJob(JobRequest{Request: Request{User: "nobody", Env: map[string]string{k: v},
+	st, err := s.Jobs().Start(JobRequest{Request: Request{User: "nobody", Env: map[string]string{k: v},
 		Command: "setsid sleep 300 & sleep 300"}})
 	if err != nil {
 		t.Fatal(err)
@@ -236,7 +236,7 @@ func TestRequestUser(t *testing.T) {
 			t.Errorf("%v runs as uid %d, want nobody's %s", p, st.Uid, nobody.Uid)
 		}
 	}
-	if _, err := s.KillJob(st.ID); err != nil {
+	if _, err := s.Jobs().Kill(st.ID); err != nil {
 		t.Fatal(err)
 	}
 	proctest.NoSurvivors(t, marker, time.Second)

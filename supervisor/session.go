@@ -12,8 +12,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/corral-sh/corral/internal/shellstate"
 	"github.com/corral-sh/corral/killtree"
 )
+
+// MaxSessionStateBytes bounds a session's saved state as the shell reports
+// it. A larger state is not saved, and the Result's stderr note says so.
+const MaxSessionStateBytes = 256 << 10
 
 // DefaultMaxSessions bounds the sessions a Supervisor keeps state for.
 const DefaultMaxSessions = 1024
@@ -55,7 +60,7 @@ type sessionTable struct {
 	m   map[string]*session // guarded by mu
 
 	// scripts are the shared start-up scripts (Linux: statechan_linux.go),
-	// one per startScript variant: see scriptIndex.
+	// one per shellstate.Script variant: see scriptIndex.
 	scripts [3]struct {
 		once sync.Once
 		f    *os.File
@@ -63,7 +68,7 @@ type sessionTable struct {
 	}
 }
 
-// scriptIndex numbers the startScript variants: tracked, tracked and
+// scriptIndex numbers the shellstate.Script variants: tracked, tracked and
 // gated, gated.
 func scriptIndex(tracked, gated bool) int {
 	switch {
@@ -91,7 +96,7 @@ type stateStart struct {
 	gated bool     // the script holds the start gate (journalgate.go)
 	extra []string // what the child's environment gains (stateEnv)
 
-	// static: the command cannot change the state (leavesStateAlone), so
+	// static: the command cannot change the state (shellstate.LeavesAlone), so
 	// it reports none and the state it starts with is saved instead: the
 	// shell's working directory and environment, set by prepare.
 	static   bool
@@ -155,7 +160,7 @@ func (s *Supervisor) beginState(v validated, gated bool) (*stateStart, error) {
 	if val, ok := v.Env["BASH_ENV"]; ok {
 		bashEnv, hasBashEnv = val, true
 	}
-	if !hasBashEnv && !testHookAlwaysReport && leavesStateAlone(v.Command) && plainEnv(envNow) && plainEnv(envOf(v.Env)) &&
+	if !hasBashEnv && !testHookAlwaysReport && shellstate.LeavesAlone(v.Command) && shellstate.PlainEnv(envNow) && shellstate.PlainEnv(envOf(v.Env)) &&
 		listingBound(envNow)+listingBound(envOf(v.Env)) <= MaxSessionStateBytes/2 {
 		st.static = true
 		return st, nil
@@ -165,7 +170,7 @@ func (s *Supervisor) beginState(v validated, gated bool) (*stateStart, error) {
 		s.endState(st, nil)
 		return nil, fmt.Errorf("supervisor: session state: %w", err)
 	}
-	st.extra = stateEnv(bashEnv, hasBashEnv)
+	st.extra = shellstate.Env(bashEnv, hasBashEnv)
 	return st, nil
 }
 
@@ -288,7 +293,7 @@ func (s *Supervisor) finishState(st *stateStart, exitedByItself bool) (cwd, note
 	case r.tooLong:
 		notes = append(notes, tooLongNote)
 	default:
-		dir, env, err := parseState(r.data)
+		dir, env, err := shellstate.Parse(r.data)
 		if err == nil {
 			env = s.keepEnv(env)
 			if name, n := overArgStrlen(env); name != "" {
@@ -299,7 +304,7 @@ func (s *Supervisor) finishState(st *stateStart, exitedByItself bool) (cwd, note
 				break
 			}
 			saved = &savedState{cwd: dir, env: env}
-		} else if !errors.Is(err, errStateMissing) {
+		} else if !errors.Is(err, shellstate.ErrMissing) {
 			s.log.Warn().Err(err).Str("session", st.sess.id).Msg("session state not saved")
 		}
 	}
@@ -344,7 +349,7 @@ func (s *Supervisor) staticState(st *stateStart) *savedState {
 	if p, err := filepath.EvalSymlinks(dir); err == nil {
 		dir = p
 	}
-	return &savedState{cwd: dir, env: s.keepEnv(exportsOf(st.startEnv))}
+	return &savedState{cwd: dir, env: s.keepEnv(shellstate.Exports(st.startEnv))}
 }
 
 // listingBound bounds the bytes of the `export -p` lines env becomes:
@@ -390,7 +395,7 @@ func (s *Supervisor) keepEnv(env []string) []string {
 	return slices.DeleteFunc(env, func(kv string) bool {
 		k, v, _ := strings.Cut(kv, "=")
 		switch k {
-		case RunIDEnv, killtree.EnvTag, userBashEnv, "PWD", "OLDPWD", "SHLVL", "_":
+		case RunIDEnv, killtree.EnvTag, shellstate.UserBashEnv, "PWD", "OLDPWD", "SHLVL", "_":
 			return true
 		}
 		if d, ok := defaults[k]; ok && d == v {
@@ -438,8 +443,9 @@ func (sess *session) info() SessionInfo {
 		Running: sess.running, CreatedAt: sess.created, LastUsedAt: sess.used}
 }
 
-// Sessions lists the sessions that carry state, most recently used first.
-func (s *Supervisor) Sessions() []SessionInfo {
+// List lists the sessions that carry state, most recently used first.
+func (h *Sessions) List() []SessionInfo {
+	s := h.s
 	t := &s.sessions
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -451,9 +457,10 @@ func (s *Supervisor) Sessions() []SessionInfo {
 	return out
 }
 
-// Session describes one session; ok is false when the Supervisor keeps no
+// Get describes one session; ok is false when the Supervisor keeps no
 // state for it.
-func (s *Supervisor) Session(id string) (SessionInfo, bool) {
+func (h *Sessions) Get(id string) (SessionInfo, bool) {
+	s := h.s
 	t := &s.sessions
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -464,9 +471,10 @@ func (s *Supervisor) Session(id string) (SessionInfo, bool) {
 	return sess.info(), true
 }
 
-// ForgetSession drops a session's state; its running commands go on, and
+// Forget drops a session's state; its running commands go on, and
 // what they report is not saved. It reports whether there was state.
-func (s *Supervisor) ForgetSession(id string) bool {
+func (h *Sessions) Forget(id string) bool {
+	s := h.s
 	t := &s.sessions
 	t.mu.Lock()
 	defer t.mu.Unlock()

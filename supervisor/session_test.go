@@ -82,7 +82,7 @@ func TestSessionCarriesCwdAndExports(t *testing.T) {
 	if res := run(t, s, Request{Command: "cd /; export Z=1"}); res.Cwd != "" {
 		t.Errorf("a stateless command reports cwd %q", res.Cwd)
 	}
-	if _, ok := s.Session(StatelessSession); ok {
+	if _, ok := s.Sessions().Get(StatelessSession); ok {
 		t.Error("the default session keeps state")
 	}
 }
@@ -325,22 +325,6 @@ func TestNoSessionStateConfig(t *testing.T) {
 	}
 }
 
-func TestParseExports(t *testing.T) {
-	t.Parallel()
-	in := "declare -x A=\"1\"\ndeclare -x C=$'line\\nbreak'\ndeclare -x H\ndeclare -rx R=\"ro\"\n" +
-		"export P=\"posix \\\"q\\\"\"\ndeclare -x U=$'\\u00e9\\x41\\101\\cA\\E'\n"
-	got, err := parseExports(in)
-	want := []string{"A=1", "C=line\nbreak", "R=ro", "P=posix \"q\"", "U=éAA\x01\x1b"}
-	if err != nil || !cmp.Equal(got, want) {
-		t.Errorf("parseExports = %q, %v; want %q", got, err, want)
-	}
-	for _, bad := range []string{"garbage", "declare -x A=\"open", "declare -x A=$'open", "declare -x 1A=\"x\""} {
-		if _, err := parseExports(bad); err == nil {
-			t.Errorf("parseExports(%q) accepted it", bad)
-		}
-	}
-}
-
 // TestSessionExportedArrays: `export -p` lists exported arrays, which never
 // reach a child's environment. They are skipped, and the rest of the
 // state is saved (it was lost whole before: the listing did not parse).
@@ -354,5 +338,23 @@ func TestSessionExportedArrays(t *testing.T) {
 	_, vals := sessionView(t, s, "a", "AFTER")
 	if !cmp.Equal(vals, []string{"1"}) {
 		t.Errorf("AFTER = %q, want 1: the state after exported arrays was not saved", vals)
+	}
+}
+
+// TestSessionForgedStateReport: a command that writes the report's two
+// markers to descriptor 3 itself, overlapping on their shared NUL, and
+// closes it so that the trap writes nothing, gets its Result, and the
+// session keeps the state it had (the parser once panicked on these bytes).
+func TestSessionForgedStateReport(t *testing.T) {
+	t.Parallel()
+	s := newSup(t, Config{})
+	dir := t.TempDir()
+	run(t, s, Request{Session: "forged", Command: "cd " + dir})
+	res := run(t, s, Request{Session: "forged", Command: `printf '\0corral-state 1\0corral-end\0' >&3; exec 3>&-; cd /`})
+	if res.ExitCode == nil || *res.ExitCode != 0 {
+		t.Fatalf("forged report: %+v", res)
+	}
+	if info, ok := s.Sessions().Get("forged"); !ok || info.Cwd != dir {
+		t.Errorf("after a forged report the session is %+v (%v), want its cwd %s kept", info, ok, dir)
 	}
 }

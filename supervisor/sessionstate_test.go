@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/corral-sh/corral/internal/shellstate"
 )
 
 // TestUnsetBashEnvStaysUnset checks that a tracked command whose request
@@ -139,7 +141,7 @@ func TestStaticRenameIsFollowed(t *testing.T) {
 	}
 	run(t, s, Request{Session: "mv", Dir: base, Command: "cd " + a})
 	mv := "mv " + a + " " + b
-	if !leavesStateAlone(mv) {
+	if !shellstate.LeavesAlone(mv) {
 		t.Fatalf("%q is not static", mv)
 	}
 	run(t, s, Request{Session: "mv", Command: mv})
@@ -171,7 +173,7 @@ func TestDeletedSessionGetsNoSpill(t *testing.T) {
 		older <- res
 	}()
 	<-started
-	if err := s.DeleteSession("del"); err != nil {
+	if err := s.Sessions().Delete("del"); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(release, nil, 0o644); err != nil {

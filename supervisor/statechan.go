@@ -3,11 +3,13 @@ package supervisor
 import (
 	"os"
 	"time"
+
+	"github.com/corral-sh/corral/internal/shellstate"
 )
 
 // stateChannel carries one tracked command's state back: the descriptors the
-// child gets (stateFD, where the trap writes; stateScriptFD, the start-up
-// script; stateWitnessFD, a second copy of stateFD) and how the supervisor
+// child gets (shellstate.FD, where the trap writes; shellstate.ScriptFD, the start-up
+// script; shellstate.WitnessFD, a second copy of FD) and how the supervisor
 // reads what came back. On Linux it is a size-capped memfd read once the
 // tree is gone (statechan_linux.go); elsewhere, and where no memfd can be
 // had, a pipe read as it fills (pipeState).
@@ -27,13 +29,6 @@ type stateChannel interface {
 type stateRead struct {
 	data    []byte
 	tooLong bool // more than MaxSessionStateBytes came; data is nil
-}
-
-// childFiles lays the three descriptors out as ExtraFiles.
-func childFiles(state, script *os.File) []*os.File {
-	files := make([]*os.File, stateWitnessFD-2)
-	files[stateFD-3], files[stateScriptFD-3], files[stateWitnessFD-3] = state, script, state
-	return files
 }
 
 // stateWait bounds the wait for the state pipe's EOF once the tree is gone.
@@ -71,7 +66,7 @@ func newPipeState() (*pipeState, error) {
 		return nil, err
 	}
 	// The script is far below a pipe's capacity, so the write cannot block.
-	_, err = scriptW.WriteString(stateScript)
+	_, err = scriptW.WriteString(shellstate.Script(true, false))
 	scriptW.Close()
 	if err != nil {
 		r.Close()
@@ -82,7 +77,7 @@ func newPipeState() (*pipeState, error) {
 	return &pipeState{r: r, w: w, scriptR: scriptR}, nil
 }
 
-func (p *pipeState) childFiles() []*os.File { return childFiles(p.w, p.scriptR) }
+func (p *pipeState) childFiles() []*os.File { return shellstate.Files(p.w, p.scriptR) }
 
 func (p *pipeState) started() {
 	p.closeChild()

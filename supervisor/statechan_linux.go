@@ -6,6 +6,8 @@ import (
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/corral-sh/corral/internal/shellstate"
 )
 
 // On Linux the state goes to a memfd instead of a pipe, read once the tree
@@ -66,12 +68,12 @@ func newMemfd(name string, size int64, seals int) (*os.File, error) {
 	return f, nil
 }
 
-// sharedScript makes the Supervisor's memfd of one startScript variant
+// sharedScript makes the Supervisor's memfd of one shellstate.Script variant
 // once, sealed against every change.
 func (t *sessionTable) sharedScript(tracked, gated bool) (*os.File, error) {
 	sc := &t.scripts[scriptIndex(tracked, gated)]
 	sc.once.Do(func() {
-		text := startScript(tracked, gated)
+		text := shellstate.Script(tracked, gated)
 		f, err := newMemfd("corral-state-script", int64(len(text)), 0)
 		if err == nil {
 			if _, err = f.WriteAt([]byte(text), 0); err == nil {
@@ -88,7 +90,7 @@ func (t *sessionTable) sharedScript(tracked, gated bool) (*os.File, error) {
 	return sc.f, sc.err
 }
 
-func (m *memfdState) childFiles() []*os.File { return childFiles(m.f, m.script) }
+func (m *memfdState) childFiles() []*os.File { return shellstate.Files(m.f, m.script) }
 
 func (m *memfdState) started() {}
 

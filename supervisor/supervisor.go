@@ -294,9 +294,6 @@ func New(cfg Config) (*Supervisor, error) {
 // Tier names the containment tier commands run in.
 func (s *Supervisor) Tier() killtree.Tier { return s.trees.Tier() }
 
-// MaxTimeout is the largest timeout a request may ask for.
-func (s *Supervisor) MaxTimeout() time.Duration { return s.maxTimeout }
-
 // User names the user commands run as and the working directory of a request
 // without Dir; both are "" when commands run as this process's user.
 func (s *Supervisor) User() (name, dir string) {

@@ -39,14 +39,14 @@ func TestYieldHandsOverARunningCommand(t *testing.T) {
 	}
 	// The next cursorless read starts after what the yield showed.
 	seenSoFar := strings.Count(res.Stdout, "\n")
-	out, err := s.JobOutput(context.Background(), res.JobID, Stdout, CursorNext, 0)
+	out, err := s.Jobs().Output(context.Background(), res.JobID, Stdout, CursorNext, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if strings.HasPrefix(out.Data, "1\n") || out.After != res.StdoutInfo.TotalBytes {
 		t.Errorf("cursorless read after the yield starts at %d (%q), want %d", out.After, out.Data, res.StdoutInfo.TotalBytes)
 	}
-	final, err := s.WaitJob(context.Background(), res.JobID, 20*time.Second)
+	final, err := s.Jobs().Wait(context.Background(), res.JobID, 20*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestYieldEndsBeforeTheYield(t *testing.T) {
 	if res.Running || res.JobID != "" || res.ExitCode == nil || *res.ExitCode != 3 || res.Stdout != "quick\n" {
 		t.Fatalf("a command that ended before its yield: %+v", res)
 	}
-	if jobs := s.Jobs(); len(jobs) != 0 {
+	if jobs := s.Jobs().List(); len(jobs) != 0 {
 		t.Errorf("it shows up as a job: %+v", jobs)
 	}
 }
@@ -86,7 +86,7 @@ func TestYieldedCommandKilledAtItsTimeout(t *testing.T) {
 	if !res.Running {
 		t.Fatalf("not yielded: %+v", res)
 	}
-	final, err := s.WaitJob(context.Background(), res.JobID, 10*time.Second)
+	final, err := s.Jobs().Wait(context.Background(), res.JobID, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,15 +126,15 @@ func TestYieldBadValues(t *testing.T) {
 			t.Errorf("yield %v timeout %v: %v, want %v", tc.req.Yield, tc.req.Timeout, err, tc.want)
 		}
 	}
-	if _, err := s.StartJob(JobRequest{Request: Request{Command: "true", Yield: time.Second}}); !errors.Is(err, ErrInvalidRequest) {
+	if _, err := s.Jobs().Start(JobRequest{Request: Request{Command: "true", Yield: time.Second}}); !errors.Is(err, ErrInvalidRequest) {
 		t.Errorf("a job with a yield: %v", err)
 	}
 	// No job slot left: refused, nothing started.
-	j, err := s.StartJob(JobRequest{Request: marked(t, Request{Command: "sleep 30"})})
+	j, err := s.Jobs().Start(JobRequest{Request: marked(t, Request{Command: "sleep 30"})})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.KillJob(j.ID)
+	defer s.Jobs().Kill(j.ID)
 	if _, err := s.Run(context.Background(), Request{Command: "echo ran", Yield: time.Second}); !errors.Is(err, ErrTooManyJobs) {
 		t.Errorf("yield with every job slot taken: %v", err)
 	}
@@ -143,7 +143,7 @@ func TestYieldBadValues(t *testing.T) {
 func TestCursorlessReadsSeeEveryByteOnce(t *testing.T) {
 	t.Parallel()
 	s := newSup(t, Config{})
-	j, err := s.StartJob(JobRequest{Request: marked(t, Request{
+	j, err := s.Jobs().Start(JobRequest{Request: marked(t, Request{
 		Command: "for i in $(seq 1 3000); do echo line-$i; done"})})
 	if err != nil {
 		t.Fatal(err)
@@ -157,7 +157,7 @@ func TestCursorlessReadsSeeEveryByteOnce(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for n := 0; n < 250; n++ {
-				out, err := s.JobOutput(context.Background(), j.ID, Stdout, CursorNext, 0)
+				out, err := s.Jobs().Output(context.Background(), j.ID, Stdout, CursorNext, 0)
 				if err != nil {
 					t.Error(err)
 					return
@@ -174,11 +174,11 @@ func TestCursorlessReadsSeeEveryByteOnce(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if _, err := s.WaitJob(context.Background(), j.ID, 10*time.Second); err != nil {
+	if _, err := s.Jobs().Wait(context.Background(), j.ID, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	for {
-		out, err := s.JobOutput(context.Background(), j.ID, Stdout, CursorNext, 0)
+		out, err := s.Jobs().Output(context.Background(), j.ID, Stdout, CursorNext, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -225,14 +225,14 @@ func TestJobExchangeOneCallPerTurn(t *testing.T) {
 		t.Skip(err)
 	}
 	s := newSup(t, Config{})
-	j, err := s.StartJob(JobRequest{Interactive: true, Request: marked(t, Request{
+	j, err := s.Jobs().Start(JobRequest{Interactive: true, Request: marked(t, Request{
 		Command: `python3 -c 'while True: print(input()[::-1])'`})})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.KillJob(j.ID)
+	defer s.Jobs().Kill(j.ID)
 	for _, word := range []string{"hello", "corral", "abc", "racecar", "xyz"} {
-		out, err := s.JobExchange(context.Background(), j.ID, Stdout, []byte(word+"\n"), false, 20*time.Second)
+		out, err := s.Jobs().Exchange(context.Background(), j.ID, Stdout, []byte(word+"\n"), false, 20*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -242,15 +242,15 @@ func TestJobExchangeOneCallPerTurn(t *testing.T) {
 		}
 	}
 	// A job that is not interactive is refused.
-	plain, err := s.StartJob(JobRequest{Request: marked(t, Request{Command: "sleep 30"})})
+	plain, err := s.Jobs().Start(JobRequest{Request: marked(t, Request{Command: "sleep 30"})})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.KillJob(plain.ID)
-	if _, err := s.JobExchange(context.Background(), plain.ID, Stdout, []byte("x\n"), false, time.Second); !errors.Is(err, ErrInvalidRequest) {
+	defer s.Jobs().Kill(plain.ID)
+	if _, err := s.Jobs().Exchange(context.Background(), plain.ID, Stdout, []byte("x\n"), false, time.Second); !errors.Is(err, ErrInvalidRequest) {
 		t.Errorf("exchange with a job that is not interactive: %v", err)
 	}
-	if _, err := s.JobExchange(context.Background(), j.ID, Stdout, nil, false, 0); !errors.Is(err, ErrInvalidRequest) {
+	if _, err := s.Jobs().Exchange(context.Background(), j.ID, Stdout, nil, false, 0); !errors.Is(err, ErrInvalidRequest) {
 		t.Errorf("yield 0: %v", err)
 	}
 }
@@ -276,7 +276,7 @@ func TestYieldEndsTheCallersEvents(t *testing.T) {
 	if !res.Running {
 		t.Fatalf("not yielded: %+v", res)
 	}
-	if _, err := s.WaitJob(context.Background(), res.JobID, 20*time.Second); err != nil {
+	if _, err := s.Jobs().Wait(context.Background(), res.JobID, 20*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	// The recorder fails the test on any event after the result.

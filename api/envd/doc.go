@@ -4,7 +4,7 @@
 // an envd in every sandbox drive corral unchanged.
 //
 // Every process started here is a corral background job
-// (supervisor.StartJob): its own containment, the server's limits, tree kill.
+// (supervisor.Jobs.Start): its own containment, the server's limits, tree kill.
 // The mapping:
 //
 //   - Start runs cmd with args exactly, as envd does: the job's shell execs

@@ -54,11 +54,11 @@ func (r *rpc) Start(ctx context.Context, req *connect.Request[processpb.StartReq
 		Lifetime:    s.lifetime(ctx),
 		Interactive: m.Stdin == nil || *m.Stdin,
 	}
-	started, err := s.sup.StartJob(jr)
+	started, err := s.sup.Jobs().Start(jr)
 	if err != nil {
 		return toConnect(err)
 	}
-	js, err := s.sup.OpenJobStream(started.ID)
+	js, err := s.sup.Jobs().OpenStream(started.ID)
 	if err != nil {
 		return toConnect(err)
 	}
@@ -132,7 +132,7 @@ func (r *rpc) SendInput(ctx context.Context, req *connect.Request[processpb.Send
 func (s *Service) input(p *process, in *processpb.ProcessInput) error {
 	switch v := in.GetInput().(type) {
 	case *processpb.ProcessInput_Stdin:
-		return toConnect(s.sup.JobInput(p.id, v.Stdin, false))
+		return toConnect(s.sup.Jobs().Input(p.id, v.Stdin, false))
 	case *processpb.ProcessInput_Pty:
 		return connect.NewError(connect.CodeUnimplemented, errors.New("pty input: corral runs processes without a PTY"))
 	}
@@ -196,7 +196,7 @@ func (r *rpc) CloseStdin(ctx context.Context, req *connect.Request[processpb.Clo
 	if err != nil {
 		return nil, err
 	}
-	if err := r.s.sup.JobInput(p.id, nil, true); err != nil {
+	if err := r.s.sup.Jobs().Input(p.id, nil, true); err != nil {
 		return nil, toConnect(err)
 	}
 	return connect.NewResponse(&processpb.CloseStdinResponse{}), nil

@@ -216,7 +216,7 @@ func argv(cfg *processpb.ProcessConfig) []string {
 // deadline (Connect-Timeout-Ms), within 1 s and the supervisor's longest
 // job lifetime; without a deadline, that longest lifetime.
 func (s *Service) lifetime(ctx context.Context) time.Duration {
-	longest := s.sup.MaxJobLifetime()
+	longest := s.sup.Bounds().MaxJobLifetime
 	dl, ok := ctx.Deadline()
 	if !ok {
 		return longest

@@ -56,7 +56,7 @@ func (t *table) add(sup *supervisor.Supervisor, p *process) {
 		return
 	}
 	for pid, q := range t.byPid {
-		if !sup.HasJob(q.id) {
+		if !sup.Jobs().Has(q.id) {
 			delete(t.byPid, pid)
 		}
 	}

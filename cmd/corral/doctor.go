@@ -47,7 +47,8 @@ func (m *Main) doctor(args []string) error {
 	if err != nil {
 		return err
 	}
-	cfg := killtree.Config{Tier: killtree.Tier(m.Getenv("CORRAL_CONTAINMENT"))}
+	// Doctor detects afresh and rewrites the tier cache corral run reads.
+	cfg := killtree.Config{Tier: killtree.Tier(m.Getenv("CORRAL_CONTAINMENT")), TierCache: tierCache(defaultDataDir(m.Getenv))}
 	w := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "TIER\tWORKS\tUSED\tDETAILS")
 	var tier killtree.Tier

@@ -94,6 +94,15 @@ func defaultDataDir(getenv func(string) string) string {
 	return ""
 }
 
+// tierCache is the tier cache file in dataDir (killtree.Config.TierCache),
+// "" (none) without a data directory.
+func tierCache(dataDir string) string {
+	if dataDir == "" {
+		return ""
+	}
+	return filepath.Join(dataDir, "tiers.json")
+}
+
 func (m *Main) run(ctx context.Context, args []string) error {
 	var f runFlags
 	fs := m.runFlagSet(&f)
@@ -120,7 +129,9 @@ func (m *Main) run(ctx context.Context, args []string) error {
 	} else if f.grace < 0 {
 		return m.invalid(f.json, &supervisor.RequestError{Reason: fmt.Sprintf("grace must be 0 or more seconds, got %g", f.grace)})
 	}
-	containment := killtree.Config{Tier: killtree.Tier(f.containment), SoleTree: true}
+	// The tier detection of this boot is cached in the data directory:
+	// a corral run per command must not pay its self-test children.
+	containment := killtree.Config{Tier: killtree.Tier(f.containment), SoleTree: true, TierCache: tierCache(f.dataDir)}
 	if err := f.limits.apply(&containment); err != nil {
 		return m.invalid(f.json, &supervisor.RequestError{Reason: err.Error()})
 	}

@@ -34,7 +34,7 @@ var built struct {
 
 // corralBinary builds the corral binary once for the whole test binary and
 // returns its path. Tests only execute it; none may change or remove it.
-func corralBinary(t *testing.T) string {
+func corralBinary(t testing.TB) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds and runs the corral binary")

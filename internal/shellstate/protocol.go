@@ -1,9 +1,10 @@
-package supervisor
+package shellstate
 
 import (
 	"bytes"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -28,13 +29,13 @@ import (
 // code, and bash restores the exit status the shell had before the trap ran
 // (bash's run_exit_trap, trap.c).
 const (
-	stateFD        = 3 // the child's descriptor the state is written to
-	stateScriptFD  = 4 // the child's descriptor BASH_ENV reads the script from
-	stateWitnessFD = 9 // the child's second copy of stateFD
+	FD        = 3 // the child's descriptor the state is written to
+	ScriptFD  = 4 // the child's descriptor BASH_ENV reads the script from
+	WitnessFD = 9 // the child's second copy of FD
 
-	// userBashEnv hands the command's own BASH_ENV to the script: "+value",
-	// or "-" when the command has none.
-	userBashEnv = "CORRAL_BASH_ENV"
+	// UserBashEnv hands the command's own BASH_ENV to the script: "+value",
+	// or "-" when the command has none. It never reaches the command.
+	UserBashEnv = "CORRAL_BASH_ENV"
 
 	stateBegin = "\x00corral-state 1\x00"
 	stateEnd   = "\x00corral-end\x00"
@@ -46,11 +47,6 @@ const (
 	// restoreBashEnv gives the command its own BASH_ENV back and sources it.
 	restoreBashEnv = `if [[ $CORRAL_BASH_ENV == +* ]]; then BASH_ENV=${CORRAL_BASH_ENV#+}; unset CORRAL_BASH_ENV; ` +
 		`[[ -n $BASH_ENV ]] && . "$BASH_ENV"; else unset CORRAL_BASH_ENV BASH_ENV; fi` + "\n"
-
-	// stateScript is the BASH_ENV script of every tracked command. The
-	// user's BASH_ENV is sourced before the trap is set, so a trap it sets
-	// cannot replace corral's.
-	stateScript = xtraceOff + "exec 4<&-\n" + restoreBashEnv + stateTrap + "\n" + xtraceRestore
 
 	// xtraceOff and xtraceRestore keep the script out of a trace the
 	// command's environment turns on (SHELLOPTS=xtrace, BASH_XTRACEFD):
@@ -68,10 +64,10 @@ const (
 	// 4.1), the shell being about to exit.
 	trapXtraceOff = `{ builtin set +x; } >/dev/null 2>&1 {BASH_XTRACEFD}>/dev/null; `
 
-	// gateFD is the child's descriptor of the start gate: the read end of
+	// GateFD is the child's descriptor of the start gate: the read end of
 	// a pipe the supervisor writes one byte to once the command's journal
-	// entry is committed (journalgate.go).
-	gateFD = 5
+	// entry is committed.
+	GateFD = 5
 
 	// gateLine holds the shell at the gate, before anything of the
 	// command's (its BASH_ENV included) runs. Without the byte (the
@@ -79,9 +75,12 @@ const (
 	gateLine = "builtin read -r -n 1 -u 5 CORRAL_GATE || builtin exit 125; builtin unset CORRAL_GATE; exec 5<&-\n"
 )
 
-// startScript is the BASH_ENV script of a command: the state trap when
-// tracked, the start gate when gated (one of the two at least).
-func startScript(tracked, gated bool) string {
+// Script is the BASH_ENV script of a command, read from ScriptFD: the
+// state trap (writing to FD) when tracked, the start gate (reading GateFD)
+// when gated; one of the two at least. The user's BASH_ENV (handed over in
+// UserBashEnv) is sourced after the gate and before the trap is set, so a
+// trap it sets cannot replace corral's.
+func Script(tracked, gated bool) string {
 	s := xtraceOff + "exec 4<&-\n"
 	if gated {
 		s += gateLine
@@ -93,52 +92,52 @@ func startScript(tracked, gated bool) string {
 	return s + xtraceRestore
 }
 
-// MaxSessionStateBytes bounds a session's saved state as the shell reports
-// it. A larger state is not saved, and the Result's stderr note says so.
-const MaxSessionStateBytes = 256 << 10
-
-// stateEnv is what a tracked command's environment gains: BASH_ENV pointing
-// at the script, and the command's own BASH_ENV for the script to restore.
-func stateEnv(bashEnv string, hasBashEnv bool) []string {
+// Env is what the environment of a command started with Script gains:
+// BASH_ENV pointing at ScriptFD, and the command's own BASH_ENV (bashEnv,
+// when hasBashEnv) for the script to restore.
+func Env(bashEnv string, hasBashEnv bool) []string {
 	user := "-"
 	if hasBashEnv {
 		user = "+" + bashEnv
 	}
-	return []string{"BASH_ENV=/dev/fd/4", userBashEnv + "=" + user}
+	return []string{"BASH_ENV=/dev/fd/4", UserBashEnv + "=" + user}
 }
 
-// errStateMissing means the shell reported no complete state: the command
-// closed or redirected descriptor 3, replaced the EXIT trap, or exec'd
+// ErrMissing means the shell reported no complete state: the command
+// closed or redirected descriptor FD, replaced the EXIT trap, or exec'd
 // another program.
-var errStateMissing = errors.New("no complete state was reported")
+var ErrMissing = errors.New("no complete state was reported")
 
-// parseState decodes what the trap wrote: the last complete report, which
-// must end the data. It returns the working directory and the exported
-// variables as NAME=value entries.
-func parseState(data []byte) (cwd string, env []string, err error) {
+// Parse decodes what the trap wrote to FD: the last complete report, which
+// must end the data. It returns the working directory (absolute) and the
+// exported variables as NAME=value entries, in the order bash listed them.
+// Data without a complete report at its end is ErrMissing.
+func Parse(data []byte) (cwd string, env []string, err error) {
 	i := bytes.LastIndex(data, []byte(stateBegin))
-	if i < 0 || !bytes.HasSuffix(data, []byte(stateEnd)) {
-		return "", nil, errStateMissing
+	// The markers share their NUL bytes: "\0corral-state 1\0corral-end\0",
+	// which a command can write to FD itself, holds both, overlapping.
+	if i < 0 || !bytes.HasSuffix(data, []byte(stateEnd)) || i+len(stateBegin) > len(data)-len(stateEnd) {
+		return "", nil, ErrMissing
 	}
 	body := data[i+len(stateBegin) : len(data)-len(stateEnd)]
 	dir, decls, ok := bytes.Cut(body, []byte{0})
 	if !ok {
-		return "", nil, errStateMissing
+		return "", nil, ErrMissing
 	}
 	cwd = strings.TrimSuffix(string(dir), "\n")
 	if !strings.HasPrefix(cwd, "/") {
 		return "", nil, fmt.Errorf("working directory %q is not absolute", cwd)
 	}
-	env, err = parseExports(string(decls))
+	env, err = ParseExports(string(decls))
 	return cwd, env, err
 }
 
-// parseExports decodes bash's `export -p` listing: one declaration per
+// ParseExports decodes bash's `export -p` listing: one declaration per
 // variable, `declare -x NAME="value"` (`export NAME="value"` in POSIX mode),
 // the value double-quoted with \ " $ ` escaped, or ANSI-C quoted ($'...')
 // when it holds control or non-UTF-8 bytes. A declaration without a value
 // (exported but unset) is skipped.
-func parseExports(s string) ([]string, error) {
+func ParseExports(s string) ([]string, error) {
 	var env []string
 	for len(s) > 0 {
 		array := false
@@ -339,4 +338,13 @@ func unquoteANSIC(s string) (string, string, error) {
 
 func isHex(c byte) bool {
 	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+// Files lays out a command's ExtraFiles (index i becomes descriptor 3+i)
+// for Script: state as FD and WitnessFD, script as ScriptFD. The caller
+// owns both files and closes them after the start.
+func Files(state, script *os.File) []*os.File {
+	files := make([]*os.File, WitnessFD-2)
+	files[FD-3], files[ScriptFD-3], files[WitnessFD-3] = state, script, state
+	return files
 }

@@ -1,4 +1,4 @@
-package killtree
+package procfs
 
 import (
 	"errors"
@@ -14,11 +14,11 @@ import (
 // finaliser to every one of them, and the hot path (a scan after every
 // command) opens a dozen.
 
-// readKernelFile returns the whole content of path, read into buf (grown when
+// ReadFile returns the whole content of path, read into buf (grown when
 // the file is larger). Errors are *fs.PathError, so errors.Is(err,
 // fs.ErrNotExist) works as with os.ReadFile.
-func readKernelFile(path string, buf []byte) ([]byte, error) {
-	fd, err := openRetry(path, unix.O_RDONLY)
+func ReadFile(path string, buf []byte) ([]byte, error) {
+	fd, err := OpenFD(path, unix.O_RDONLY)
 	if err != nil {
 		return nil, err
 	}
@@ -51,10 +51,10 @@ func readToEnd(path string, buf []byte, read func(b []byte, off int64) (int, err
 	}
 }
 
-// readKernelOnce does a single read of path into buf: enough for files the
+// ReadOnce does a single read of path into buf: enough for files the
 // kernel renders in one go and that fit, like /proc/<pid>/stat.
-func readKernelOnce(path string, buf []byte) ([]byte, error) {
-	fd, err := openRetry(path, unix.O_RDONLY)
+func ReadOnce(path string, buf []byte) ([]byte, error) {
+	fd, err := OpenFD(path, unix.O_RDONLY)
 	if err != nil {
 		return nil, err
 	}
@@ -71,9 +71,9 @@ func readKernelOnce(path string, buf []byte) ([]byte, error) {
 	}
 }
 
-// writeKernelFile writes s to an existing kernel file in one write.
-func writeKernelFile(path, s string) error {
-	fd, err := openRetry(path, unix.O_WRONLY)
+// WriteFile writes s to an existing kernel file in one write.
+func WriteFile(path, s string) error {
+	fd, err := OpenFD(path, unix.O_WRONLY)
 	if err != nil {
 		return err
 	}
@@ -90,7 +90,9 @@ func writeKernelFile(path, s string) error {
 	}
 }
 
-func openRetry(path string, mode int) (int, error) {
+// OpenFD opens path with mode, close-on-exec, retrying on EINTR; the
+// caller closes the descriptor. Errors are *fs.PathError.
+func OpenFD(path string, mode int) (int, error) {
 	for {
 		fd, err := unix.Open(path, mode|unix.O_CLOEXEC, 0)
 		if errors.Is(err, unix.EINTR) {
@@ -103,32 +105,35 @@ func openRetry(path string, mode int) (int, error) {
 	}
 }
 
-// kernelFD is a kernel file kept open, to be re-read with pread from offset 0
+// File is a kernel file kept open, to be re-read with pread from offset 0
 // or re-written, without an open, a close and a path walk every time (a
 // procfs or cgroupfs open is most of what reading such a file costs:
 // BenchmarkChildrenRead). Its methods are safe for concurrent use; after
-// close they fail with fs.ErrClosed instead of touching a descriptor number
+// Close they fail with fs.ErrClosed instead of touching a descriptor number
 // the process may have reused.
-type kernelFD struct {
+type File struct {
 	path string
 	mu   sync.RWMutex // held for reading by every use, for writing by close
 	fd   int          // -1 once closed; guarded by mu
 }
 
-// openKernelFD opens path (unix.O_RDONLY or O_WRONLY) for keeps.
-func openKernelFD(path string, mode int) (*kernelFD, error) {
-	fd, err := openRetry(path, mode)
+// Open opens path (unix.O_RDONLY or O_WRONLY) for keeps, close-on-exec.
+func Open(path string, mode int) (*File, error) {
+	fd, err := OpenFD(path, mode)
 	if err != nil {
 		return nil, err
 	}
-	return &kernelFD{path: path, fd: fd}, nil
+	return &File{path: path, fd: fd}, nil
 }
 
-// readAll returns the whole file, read into buf (grown as needed): pread from
+// Path returns the path the file was opened at.
+func (k *File) Path() string { return k.path }
+
+// ReadAll returns the whole file, read into buf (grown as needed): pread from
 // offset 0 to a zero-length read. A seq_file restarts at offset 0, and a
 // single read stops short where its page-sized buffer ends, so a short read
 // is not the end.
-func (k *kernelFD) readAll(buf []byte) ([]byte, error) {
+func (k *File) ReadAll(buf []byte) ([]byte, error) {
 	if k == nil {
 		return nil, &fs.PathError{Op: "read", Err: fs.ErrClosed}
 	}
@@ -140,8 +145,8 @@ func (k *kernelFD) readAll(buf []byte) ([]byte, error) {
 	return readToEnd(k.path, buf, func(b []byte, off int64) (int, error) { return unix.Pread(k.fd, b, off) })
 }
 
-// write writes s in one write.
-func (k *kernelFD) write(s string) error {
+// Write writes s in one write.
+func (k *File) Write(s string) error {
 	if k == nil {
 		return &fs.PathError{Op: "write", Err: fs.ErrClosed}
 	}
@@ -162,9 +167,9 @@ func (k *kernelFD) write(s string) error {
 	}
 }
 
-// close closes the file; idempotent. On a nil *kernelFD every method fails
-// with fs.ErrClosed but close, which does nothing.
-func (k *kernelFD) close() error {
+// Close closes the file; idempotent. On a nil *File every method fails
+// with fs.ErrClosed but Close, which does nothing.
+func (k *File) Close() error {
 	if k == nil {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package supervisor
+package shellstate
 
 import (
 	"slices"
@@ -9,12 +9,12 @@ import (
 // `pytest -x`, `make test 2>&1 | tail` run programs, and no program can
 // change its parent shell's working directory or exported variables. Such a
 // command's shell would report exactly the state it started with, so corral
-// does not ask it to (the start-up script, the EXIT trap and `export -p`
-// cost the shell about 0.7 ms: BenchmarkSessionStateRatio): it saves that
-// start state itself when the shell exits by itself, as it would have saved
-// the report.
+// need not ask it to (the start-up script, the EXIT trap and `export -p`
+// cost the shell time: supervisor's BenchmarkSessionStateRatio): the
+// supervisor saves that start state itself when the shell exits by itself,
+// as it would have saved the report.
 //
-// leavesStateAlone decides it from the command's text, and only says yes
+// LeavesAlone decides it from the command's text, and only says yes
 // when no reading of the text by bash can change the state. It refuses:
 //
 //   - quotes, backslashes, `$`, backquotes and braces, which hide or build
@@ -31,10 +31,10 @@ import (
 //     c?`: the target comes before the name);
 //   - a NUL or any byte outside printable ASCII, tab and newline.
 //
-// The session's environment is checked apart (plainEnv): exported functions
+// The session's environment is checked apart (PlainEnv): exported functions
 // and bash's own special variables are imported by bash in ways a list of
 // variables does not copy.
-func leavesStateAlone(command string) bool {
+func LeavesAlone(command string) bool {
 	if strings.Contains(command, "((") {
 		return false
 	}
@@ -129,12 +129,12 @@ var keywordsBeforeCommand = map[string]bool{
 	"!": true, "time": true,
 }
 
-// plainEnv reports whether every variable of env is one bash imports as an
+// PlainEnv reports whether every variable of env is one bash imports as an
 // ordinary exported variable and hands back unchanged in `export -p`: a
 // valid name, no exported function (BASH_FUNC_…), none of bash's own
 // variables (BASH…, SHELLOPTS, IFS, UID, …), which it ignores, resets or
 // acts on at start; and no BASH_ENV, whose script could change anything.
-func plainEnv(env []string) bool {
+func PlainEnv(env []string) bool {
 	for _, kv := range env {
 		name, _, ok := strings.Cut(kv, "=")
 		if !ok || name == "" {
@@ -144,7 +144,7 @@ func plainEnv(env []string) bool {
 			return false // BASH_FUNC_name%% is not a valid name, and bash imports it as a function
 		}
 		// Any other invalid name: bash does not import it, and export -p
-		// does not list it; exportsOf drops it too.
+		// does not list it; Exports drops it too.
 	}
 	return true
 }
@@ -153,7 +153,7 @@ func plainEnv(env []string) bool {
 // its environment, lists differently in `export -p` or not at all (bash
 // 5.2, checked one by one: `env -i NAME=v bash -c 'export -p'`), or that
 // change how it reads the command (POSIXLY_CORRECT). PWD, OLDPWD, SHLVL and
-// _ differ too but are never saved (keepEnv).
+// _ differ too; supervisor never saves them.
 var bashSpecial = map[string]bool{
 	"SHELLOPTS": true, "IFS": true, "PPID": true, "PS1": true, "PS2": true, "PS4": true,
 	"POSIXLY_CORRECT": true, "OPTIND": true, "OPTERR": true, "LINENO": true, "RANDOM": true,
@@ -170,10 +170,10 @@ func validName(name string) bool {
 	return name != ""
 }
 
-// exportsOf is what `export -p` of a shell started with env lists, as
-// parseState returns it, for a plainEnv: the valid names, each once with its
-// last value, sorted.
-func exportsOf(env []string) []string {
+// Exports is what `export -p` of a shell started with env lists, as Parse
+// returns it, for a PlainEnv: the valid names, each once with its last
+// value, sorted.
+func Exports(env []string) []string {
 	last := make(map[string]string, len(env))
 	for _, kv := range env {
 		name, val, ok := strings.Cut(kv, "=")
