@@ -17,6 +17,7 @@ var layers = map[string][]string{
 	"internal/utf8cut":  nil,
 	"internal/loopback": nil,
 	"internal/heapsize": nil,
+	"internal/confine":  nil,
 	// The bash state protocol: pure, no process started.
 	"internal/shellstate": nil,
 	"capture":             {"internal/lines"},
@@ -34,12 +35,16 @@ var layers = map[string][]string{
 		"github.com/prometheus/client_golang"},
 	// The envd Connect service and its generated code; killtree for the
 	// signals SendSignal names.
-	"api/envd/...": {"supervisor", "spill", "budget", "journal", "killtree", "api/envd/...", "internal/loopback",
+	"api/envd/...": {"supervisor", "spill", "budget", "journal", "killtree", "api/envd/...", "internal/loopback", "internal/confine",
 		"connectrpc.com/connect", "google.golang.org/protobuf"},
+	// agent-sandbox's sandboxd process service (gRPC) and files API, and
+	// its generated code.
+	"api/sandboxd/...": {"supervisor", "api/sandboxd/...", "internal/loopback", "internal/confine",
+		"google.golang.org/grpc", "google.golang.org/protobuf"},
 	// budget and killtree: the types of supervisor's public API (Policy,
 	// Info, killtree.Config and Tier) and killtree.Doctor.
 	"cmd/corral": {"api", "api/...", "supervisor", "budget", "killtree", "journal", "spill",
-		"github.com/rs/zerolog", "golang.org/x/sys"},
+		"github.com/rs/zerolog", "golang.org/x/sys", "google.golang.org/grpc"},
 	"internal/proctest": {"golang.org/x/sys"},
 	"integration/...":   {"*"}, // end-to-end tests and their kit use everything
 }

@@ -156,8 +156,11 @@ func TestDockerfile(t *testing.T) {
 		t.Fatalf("stages %q, want build, corral-root, corral (the last is the default target)", names)
 	}
 	build, root, nonroot := stages[0], stages[1], stages[2]
-	if !strings.HasPrefix(build.base, "golang:${GO_VERSION}") {
-		t.Errorf("builder FROM %s, want golang:${GO_VERSION}-...", build.base)
+	if build.base != "${GO_IMAGE}" || !strings.HasPrefix(args["GO_IMAGE"], "golang:${GO_VERSION}") {
+		t.Errorf("builder FROM %s (GO_IMAGE=%s), want ${GO_IMAGE} defaulting to golang:${GO_VERSION}-...", build.base, args["GO_IMAGE"])
+	}
+	if root.base != "${BASE}" || !strings.HasPrefix(args["BASE"], "debian:") {
+		t.Errorf("corral-root FROM %s (BASE=%s), want ${BASE} defaulting to a Debian image", root.base, args["BASE"])
 	}
 	if nonroot.base != "corral-root" {
 		t.Errorf("corral FROM %s, want corral-root (one image, two users)", nonroot.base)
@@ -180,7 +183,7 @@ func TestDockerfile(t *testing.T) {
 		t.Error(err)
 	}
 	run := strings.Join(root.all("RUN"), "\n")
-	for _, want := range []string{"bash", "coreutils", "useradd --uid 10001", "useradd --uid 10002", " sandbox", "chmod a-s"} {
+	for _, want := range []string{"bash", "coreutils", "procps", "ca-certificates", "useradd --uid 10001", "useradd --uid 10002", " sandbox", "chmod a-s"} {
 		if !strings.Contains(run, want) {
 			t.Errorf("corral-root's RUN lacks %q", want)
 		}
@@ -289,5 +292,15 @@ func TestBuildCommandDocumented(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestDockerfileIsContainerfile: deploy/Dockerfile is deploy/Containerfile
+// under Docker's name, so the two cannot drift apart.
+func TestDockerfileIsContainerfile(t *testing.T) {
+	t.Parallel()
+	target, err := os.Readlink("Dockerfile")
+	if err != nil || target != "Containerfile" {
+		t.Errorf("Dockerfile: a symlink to %q (%v), want one to Containerfile", target, err)
 	}
 }

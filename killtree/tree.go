@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -21,7 +22,7 @@ import (
 //	exitPending() bool                 the leader exited, not yet marked
 //	members(ctx) ([]int, error)        the tree's live processes (Members)
 //	stop() ([]int, error)              SIGSTOP every member (Stop)
-//	terminate() (int, error)           SIGTERM every member (Terminate)
+//	signal(sig) (int, error)           sig then SIGCONT to every member (Terminate, Signal)
 //	kill(deadline) (Report, error)     the whole-tree kill (Kill, KillBy)
 //	killPipeHolders(pipes, deadline)   (int, error): KillPipeHolders
 //	survivors() []Process              what a kill that gave up left (Survivors)
@@ -167,7 +168,17 @@ func (t *Tree) Stop() (int, error) {
 func (t *Tree) Terminate() (int, error) {
 	t.killMu.Lock()
 	defer t.killMu.Unlock()
-	return t.terminate()
+	return t.signal(syscall.SIGTERM)
+}
+
+// Signal sends sig, then SIGCONT, to every member, as Terminate does with
+// SIGTERM (Terminate is Signal(SIGTERM)), and returns how many processes
+// were signalled. It kills nothing by itself: a member that handles or
+// ignores sig lives on. On Windows it does nothing and returns 0.
+func (t *Tree) Signal(sig syscall.Signal) (int, error) {
+	t.killMu.Lock()
+	defer t.killMu.Unlock()
+	return t.signal(sig)
 }
 
 // WaitEmpty returns nil once Members would return 0 (cgroup tiers: populated 0

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -77,7 +78,7 @@ type treeState struct {
 	gone bool
 }
 
-func (t *Tree) terminate() (int, error) {
+func (t *Tree) signal(sig syscall.Signal) (int, error) {
 	// Frozen or stopped, the members cannot fork between the listing and
 	// the signal, and a bomb stops burning the CPU this needs; the signals
 	// are delivered at the thaw or the SIGCONT below.
@@ -88,11 +89,11 @@ func (t *Tree) terminate() (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	_ = t.signalGroup(unix.SIGTERM) // ESRCH: the group is gone; its members are in pids anyway
+	_ = t.signalGroup(unix.Signal(sig)) // ESRCH: the group is gone; its members are in pids anyway
 	_ = t.signalGroup(unix.SIGCONT)
 	n := 0
 	for _, p := range pids {
-		if unix.Kill(p, unix.SIGTERM) == nil {
+		if unix.Kill(p, unix.Signal(sig)) == nil {
 			n++
 		}
 		_ = unix.Kill(p, unix.SIGCONT) // ESRCH ignored: it died meanwhile

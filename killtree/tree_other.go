@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -112,16 +113,16 @@ func (t *Tree) signalGroup(sig unix.Signal) error {
 	return unix.Kill(-t.pid, sig)
 }
 
-func (t *Tree) terminate() (int, error) {
+func (t *Tree) signal(sig syscall.Signal) (int, error) {
 	pids, err := t.stop()
 	if err != nil {
 		return 0, err
 	}
-	_ = t.signalGroup(unix.SIGTERM) // ESRCH: empty group
+	_ = t.signalGroup(unix.Signal(sig)) // ESRCH: empty group
 	_ = t.signalGroup(unix.SIGCONT)
 	n := 0
 	for _, p := range pids {
-		if unix.Kill(p, unix.SIGTERM) == nil {
+		if unix.Kill(p, unix.Signal(sig)) == nil {
 			n++
 		}
 		_ = unix.Kill(p, unix.SIGCONT) // ESRCH: gone meanwhile

@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"syscall"
 )
 
 // JobStream follows one job's raw output, for front ends that forward the
@@ -74,6 +75,25 @@ func (js *JobStream) Kill(ctx context.Context, hard bool) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// Signal sends sig, then SIGCONT, to every process of the job's tree
+// (killtree.Tree.Signal) and returns how many were signalled. It kills
+// nothing by itself: what handles or ignores sig goes on, under the job's
+// lifetime; Kill is the way to end the tree. A job that already ended
+// signals nothing and returns 0.
+func (js *JobStream) Signal(sig syscall.Signal) (int, error) {
+	js.j.mu.Lock()
+	tree := js.j.tree
+	js.j.mu.Unlock()
+	if tree == nil {
+		return 0, nil
+	}
+	n, err := tree.Signal(sig)
+	if _, ended := js.j.exited(); ended {
+		return n, nil // the tree closed meanwhile: the job is gone
+	}
+	return n, err
 }
 
 // Has reports whether the job id is running or still retained, without

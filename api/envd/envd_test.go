@@ -90,6 +90,7 @@ func newEnv(t *testing.T, opts ...option) *env {
 	t.Cleanup(func() {
 		sup.Close() // kills every job, so every stream ends
 		e.ts.Close()
+		svc.Close()
 		tr.CloseIdleConnections()
 		h2.CloseIdleConnections()
 	})

@@ -18,8 +18,10 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/corral-sh/corral/api/envd/filesystempb/filesystempbconnect"
 	"github.com/corral-sh/corral/api/envd/processpb"
 	"github.com/corral-sh/corral/api/envd/processpb/processpbconnect"
+	"github.com/corral-sh/corral/internal/confine"
 	"github.com/corral-sh/corral/internal/loopback"
 	"github.com/corral-sh/corral/killtree"
 	"github.com/corral-sh/corral/spill"
@@ -29,7 +31,9 @@ import (
 // Version is the envd version corral reports in X-Envd-Version. The e2b
 // SDKs (JS 2.51) gate process features on 0.3.0 (stdin), 0.4.0 (a default
 // user) and 0.5.2 (CloseStdin), all served here; from 0.5.7 on they gate
-// filesystem features, and corral has no filesystem service.
+// filesystem features (octet-stream uploads, file metadata, watch options)
+// that corral's filesystem does not serve, so they keep to multipart
+// uploads.
 const Version = "0.5.2"
 
 // Wire names envd uses.
@@ -52,6 +56,11 @@ type Config struct {
 	// Token, when non-empty, is required in X-Access-Token on every request
 	// but GET /health.
 	Token string
+	// RootDir is the root of the filesystem service and the /files routes:
+	// every path is confined beneath it. "" is the home directory of the
+	// user commands run as; with neither, the filesystem answers
+	// Unimplemented.
+	RootDir string
 }
 
 // Service is the envd face of one Supervisor. It is safe for concurrent
@@ -63,6 +72,7 @@ type Service struct {
 	user  string // the login name commands run as
 	home  string // its home directory, "" when unknown
 	procs table
+	root  *confine.Root // nil: no filesystem
 }
 
 // New returns a Service over cfg.Supervisor.
@@ -88,7 +98,22 @@ func New(cfg Config) (*Service, error) {
 		}
 	}
 	s.procs.init()
+	owner, _ := cfg.Supervisor.User()
+	root, err := openRoot(cfg.RootDir, s.home, owner)
+	if err != nil {
+		return nil, err
+	}
+	s.root = root
 	return s, nil
+}
+
+// Close releases the filesystem root. It kills nothing: the processes are
+// the supervisor's jobs.
+func (s *Service) Close() error {
+	if s.root == nil {
+		return nil
+	}
+	return s.root.Close()
 }
 
 // Handler serves the Connect service process.Process and GET /health.
@@ -100,6 +125,13 @@ func (s *Service) Handler() http.Handler {
 	path, h := processpbconnect.NewProcessHandler(&rpc{s: s}, connect.WithReadMaxBytes(maxMessageBytes),
 		connect.WithCompressMinBytes(math.MaxInt32))
 	mux.Handle(path, h)
+	fsys := files{s: s}
+	path, h = filesystempbconnect.NewFilesystemHandler(fsys, connect.WithReadMaxBytes(maxMessageBytes),
+		connect.WithCompressMinBytes(math.MaxInt32))
+	mux.Handle(path, h)
+	mux.HandleFunc("GET /files", fsys.getFile)
+	mux.HandleFunc("POST /files", fsys.postFile)
+	mux.HandleFunc("/", notServed)
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")
 		w.WriteHeader(http.StatusNoContent)

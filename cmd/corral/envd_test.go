@@ -93,35 +93,15 @@ func TestEnvdE2BSDK(t *testing.T) {
 	if testing.Short() {
 		t.Skip("installs the e2b SDK with npm")
 	}
-	npm, err := exec.LookPath("npm")
-	if err != nil {
-		t.Skip("npm not found; the E2B SDK test needs Node.js and npm")
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node not found")
-	}
-	// e2b 2.x needs Node 20.18.1 or later (its undici); Debian's apt has 18.
-	if v, err := exec.Command(node, "-e", `const [a, b, c] = process.versions.node.split(".").map(Number);
-process.stdout.write(a > 20 || a === 20 && (b > 18 || b === 18 && c >= 1) ? "ok" : process.versions.node)`).Output(); err != nil || string(v) != "ok" {
-		t.Skipf("node %s (%v): the e2b SDK needs Node 20.18.1 or later", v, err)
-	}
+	node, dir := e2bSDK(t)
 	floodMiB := 64
+	var err error
 	if v := os.Getenv("CORRAL_E2B_FLOOD_MIB"); v != "" {
 		if floodMiB, err = strconv.Atoi(v); err != nil || floodMiB < 1 {
 			t.Fatalf("CORRAL_E2B_FLOOD_MIB=%q: want a positive number of MiB", v)
 		}
 	}
 	begin := time.Now()
-	dir := t.TempDir()
-	ictx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ictx, npm, "install", "--prefix", dir, "--no-audit", "--no-fund",
-		"--loglevel=error", "e2b@2").CombinedOutput()
-	if err != nil {
-		t.Skipf("npm install e2b failed (registry unavailable?): %v\n%s", err, out)
-	}
-	t.Logf("npm install took %v", time.Since(begin).Round(time.Millisecond))
 	script, err := os.ReadFile(filepath.Join("testdata", "e2b_client.mjs"))
 	if err != nil {
 		t.Fatal(err)
@@ -272,4 +252,35 @@ func waitMarked(t *testing.T, marker string, n int) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// e2bSDK installs the e2b SDK (npm e2b 2.x) into a temporary directory and
+// returns node's path and that directory. It skips the test where npm,
+// Node 20.18.1 or later, or the registry is missing.
+func e2bSDK(t *testing.T) (node, dir string) {
+	t.Helper()
+	npm, err := exec.LookPath("npm")
+	if err != nil {
+		t.Skip("npm not found; the E2B SDK test needs Node.js and npm")
+	}
+	node, err = exec.LookPath("node")
+	if err != nil {
+		t.Skip("node not found")
+	}
+	// e2b 2.x needs Node 20.18.1 or later (its undici); Debian's apt has 18.
+	if v, err := exec.Command(node, "-e", `const [a, b, c] = process.versions.node.split(".").map(Number);
+process.stdout.write(a > 20 || a === 20 && (b > 18 || b === 18 && c >= 1) ? "ok" : process.versions.node)`).Output(); err != nil || string(v) != "ok" {
+		t.Skipf("node %s (%v): the e2b SDK needs Node 20.18.1 or later", v, err)
+	}
+	begin := time.Now()
+	dir = t.TempDir()
+	ictx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ictx, npm, "install", "--prefix", dir, "--no-audit", "--no-fund",
+		"--loglevel=error", "e2b@2").CombinedOutput()
+	if err != nil {
+		t.Skipf("npm install e2b failed (registry unavailable?): %v\n%s", err, out)
+	}
+	t.Logf("npm install took %v", time.Since(begin).Round(time.Millisecond))
+	return node, dir
 }

@@ -59,12 +59,19 @@ stay readable for 10 minutes, at most --max-retained-jobs of them and
 --max-retained-bytes of their memory; past a cap the oldest is forgotten
 (404 NOT_FOUND saying it expired).
 
---envd ADDR also serves the E2B envd process service (Connect, JSON and
-protobuf, at /process.Process/*) and GET /health on ADDR, so the E2B SDKs in
-debug mode drive corral; every process is a background job. It requires
+--envd ADDR also serves the E2B envd process and filesystem services
+(Connect, JSON and protobuf, at /process.Process/* and /filesystem.Filesystem/*),
+GET and POST /files, and GET /health on ADDR, so the E2B SDKs in debug mode
+drive corral; every process is a background job, and every path is confined
+beneath --root-dir (default: the home of the user commands run as). It requires
 envd's "X-Access-Token: TOKEN" when the token was given (--token,
 --token-file or $CORRAL_TOKEN); with a generated token or none, ADDR must be
 loopback or a unix socket.
+
+--sandboxd ADDR and --sandboxd-rest ADDR serve Kubernetes agent-sandbox's
+sandboxd: gRPC process.v1.ProcessService, and the REST files API with
+/v1/health and /v1/metadata, beneath --root-dir (docs/sandboxd.md). Auth as
+for --envd, with "authorization: Bearer TOKEN".
 
 Flags:
 `
@@ -79,6 +86,9 @@ const (
 type serverFlags struct {
 	listen         string
 	envd           string
+	sandboxd       string
+	sandboxdREST   string
+	rootDir        string
 	token          string
 	tokenFile      string
 	insecureNoAuth bool
@@ -113,6 +123,13 @@ func (m *Main) serverFlagSet(name, usageText string, f *serverFlags, network boo
 		if name == "corral serve" {
 			fs.StringVar(&f.envd, "envd", "", "also serve the E2B envd process API (Connect) and GET /health on `address` (envd's port is 49983); "+
 				"it checks X-Access-Token only with a token given by --token, --token-file or $CORRAL_TOKEN, else it must be loopback")
+		}
+		if name == "corral serve" {
+			fs.StringVar(&f.sandboxd, "sandboxd", "", "also serve Kubernetes agent-sandbox's sandboxd process API (gRPC process.v1.ProcessService) on `address` "+
+				"(sandboxd's is :9090; needs --root-dir); it checks \"authorization: Bearer\" only with a token given by --token, --token-file or $CORRAL_TOKEN, else it must be loopback")
+			fs.StringVar(&f.sandboxdREST, "sandboxd-rest", "", "also serve sandboxd's REST API (/v1/files, /v1/health, /v1/metadata) on `address` (sandboxd's is :8080; needs --root-dir)")
+			fs.StringVar(&f.rootDir, "root-dir", "", "the sandbox root of --sandboxd and --sandboxd-rest (processes start in it) and of --envd's filesystem "+
+				"(default: the home of the user commands run as): the files APIs are confined beneath this `directory`")
 		}
 		fs.StringVar(&f.tokenFile, "token-file", "", "read the bearer token from `file` (a regular file of this user's, mode 0600 or stricter)")
 		fs.StringVar(&f.token, "token", "", "bearer `token` (visible to every local process: prefer --token-file or $CORRAL_TOKEN)")
@@ -307,7 +324,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	// event streams and long polls. Bodies have the handler's own deadline.
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: api.HeaderTimeout, IdleTimeout: seconds(f.idleTimeout)}
 	ln = api.LimitListener(ln, f.maxConnections)
-	served := make(chan error, 2)
+	served := make(chan error, 4) // the API, envd, sandboxd gRPC and REST
 	go func() { served <- hs.Serve(ln) }()
 	ev := log.Info().Str("listen", listenAddr(ln)).Str("tier", string(sup.Tier())).Bool("auth", tok.value != "").
 		Str("tokenSource", tok.source).Str("version", Version)
@@ -318,14 +335,27 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		ev = ev.Str("runAs", user).Str("cwd", dir)
 	}
 	ev.Msg("serving")
-	var envdServer *http.Server
+	var faces []face
 	if f.envd != "" {
-		envdServer, err = m.serveEnvd(f, sup, tok, log, served)
+		envdServer, err := m.serveEnvd(f, sup, tok, log, served)
 		if err != nil {
 			hs.Close()
 			<-served
 			return err
 		}
+		faces = append(faces, face{shutdown: envdServer.Shutdown, close: func() { envdServer.Close() }})
+	}
+	more, err := m.serveSandboxd(f, sup, tok, log, served)
+	faces = append(faces, more...)
+	if err != nil {
+		hs.Close()
+		for _, fc := range faces {
+			fc.close()
+		}
+		for range 1 + len(faces) {
+			<-served
+		}
+		return err
 	}
 
 	select {
@@ -338,24 +368,21 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	log.Info().Msg("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), grace+2*time.Second)
 	defer cancel()
-	stopped := make(chan error, 2)
+	servers := 1 + len(faces)
+	stopped := make(chan error, servers)
 	go func() { stopped <- hs.Shutdown(sctx) }()
-	if envdServer != nil {
-		go func() { stopped <- envdServer.Shutdown(sctx) }()
+	for _, fc := range faces {
+		go func() { stopped <- fc.shutdown(sctx) }()
 	}
 	if err := srv.Shutdown(sctx); err != nil {
 		log.Warn().Err(err).Msg("commands still running at the deadline")
-	}
-	servers := 1
-	if envdServer != nil {
-		servers = 2
 	}
 	for range servers {
 		if err := <-stopped; err != nil {
 			log.Warn().Err(err).Msg("connections still open at the deadline")
 			hs.Close()
-			if envdServer != nil {
-				envdServer.Close()
+			for _, fc := range faces {
+				fc.close()
 			}
 		}
 	}
@@ -377,12 +404,13 @@ func (m *Main) serveEnvd(f serverFlags, sup *supervisor.Supervisor, tok serverTo
 	if err := checkExposure(f.envd, token); err != nil {
 		return nil, fmt.Errorf("--envd: %w", err)
 	}
-	svc, err := envd.New(envd.Config{Supervisor: sup, Token: token})
+	svc, err := envd.New(envd.Config{Supervisor: sup, Token: token, RootDir: f.rootDir})
 	if err != nil {
 		return nil, err
 	}
 	ln, err := listen(f.envd)
 	if err != nil {
+		svc.Close()
 		return nil, fmt.Errorf("--envd: %w", err)
 	}
 	// HTTP/1.1 for the SDKs, and HTTP/2 without TLS for gRPC clients.
@@ -391,6 +419,7 @@ func (m *Main) serveEnvd(f serverFlags, sup *supervisor.Supervisor, tok serverTo
 	protocols.SetUnencryptedHTTP2(true)
 	hs := &http.Server{Handler: svc.Handler(), ReadHeaderTimeout: api.HeaderTimeout,
 		IdleTimeout: seconds(f.idleTimeout), Protocols: &protocols}
+	hs.RegisterOnShutdown(func() { svc.Close() }) // the filesystem root
 	ln = api.LimitListener(ln, f.maxConnections)
 	go func() { served <- hs.Serve(ln) }()
 	log.Info().Str("envd", listenAddr(ln)).Bool("auth", token != "").Str("envdVersion", envd.Version).Msg("serving envd")
