@@ -376,6 +376,12 @@ func TestBrowserGuard(t *testing.T) {
 	}{
 		{"plain client", "", "", "", 200},                                  // curl, SDKs
 		{"localhost name", "localhost", "", "", 200},                       // a loopback name
+		{"localhost in capitals", "LOCALHOST", "", "", 200},                // host names know no case
+		{"localhost, rooted", "localhost.", "", "", 200},                   // the root's trailing dot
+		{"localhost, rooted, port", "Localhost.:7823", "", "", 200},        // with a port
+		{"IPv6 loopback", "[::1]", "", "", 200},                            // brackets, no port
+		{"IPv6 loopback, port", "[::1]:7823", "", "", 200},                 // brackets and a port
+		{"localhost lookalike", "localhost.evil.example", "", "", 403},     // a name under another domain
 		{"same origin", "", "SELF", "same-origin", 200},                    // the server's own page
 		{"rebound host", "evil.example", "", "", 403},                      // DNS rebinding
 		{"rebound with port", "evil.example:7823", "", "", 403},            // the same, with a port

@@ -151,6 +151,12 @@ func TestHistoryTool(t *testing.T) {
 		strings.Contains(text, "line2\n") {
 		t.Fatalf("history text:\n%s", text)
 	}
+	// Controls of every kind in a command never reach the history line:
+	// C0, C1, the line separators, bidi overrides.
+	e.execRaw(`{"session": "mh", "command": ` + jsonString("true # a\x1b\u0085\u2028\u202eb\r") + `}`)
+	if text := toolText(call(api.ToolHistory, map[string]any{"session": "mh", "limit": 1})); !strings.Contains(text, "$ true # a????b (r-") {
+		t.Errorf("history of a command with control characters:\n%q", text)
+	}
 	for _, args := range []map[string]any{{"session": "mh", "limit": 51}, {"session": "nope"}, {"session": "a/b"}} {
 		if r := call(api.ToolHistory, args); !r.IsError {
 			t.Errorf("history %v: %s", args, toolText(r))

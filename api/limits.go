@@ -82,7 +82,9 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 // JSON, code UNAVAILABLE, with Retry-After and "Connection: close", and
 // closes the connection; a refused connection gets half a second in all
 // to send its request's headers and read the answer, and when 64 refusals
-// are already under way it is closed at once without an answer. A
+// are already under way it is closed at once without an answer. The
+// answers net/http's server writes itself for a request it cannot read
+// (431 for headers too large, 400, 501) go out as the error JSON too. A
 // connection's slot is freed when it is closed. Close closes ln and waits
 // for the refusals under way.
 func LimitListener(ln net.Listener, max int) net.Listener {
@@ -135,6 +137,18 @@ type limitConn struct {
 	net.Conn
 	once sync.Once
 	free func()
+}
+
+// Write passes p on, except the server's own plain-text error response,
+// which goes out as the error JSON (serverError).
+func (c *limitConn) Write(p []byte) (int, error) {
+	if status, text, ok := serverError(p); ok {
+		if _, err := c.Conn.Write(jsonConnError(status, text)); err != nil {
+			return 0, err
+		}
+		return len(p), nil
+	}
+	return c.Conn.Write(p)
 }
 
 func (c *limitConn) Close() error {

@@ -35,6 +35,7 @@ func TestLimitsWire(t *testing.T) {
 		{`{"command":"echo started","limits":{"cpus":1.5}}`, "limits.cpus"},
 		{`{"command":"echo started","limits":{"pids":0}}`, "limits.pids"},
 		{`{"command":"echo started","limits":{"pids":1001}}`, "limits.pids"},
+		{`{"command":"echo started","limits":{"pids":1}}`, "limits.pids must be at least 2"},
 		{`{"command":"echo started","limits":{"pids":99999999999}}`, "limits.pids"},
 		{`{"command":"echo started","limits":{"memory":5}}`, "memory"},
 	} {

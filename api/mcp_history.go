@@ -8,6 +8,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/corral-sh/corral/budget"
 	"github.com/corral-sh/corral/journal"
 	"github.com/corral-sh/corral/supervisor"
 )
@@ -131,9 +132,11 @@ func (s *Server) history(session string, n int) (HistoryResult, error) {
 }
 
 // headerCommand is the first line of a command, at most maxHeaderCommand
-// characters (runes), with "…" when cut.
+// characters (runes), with "…" when cut, and every character that could
+// break or disguise the line shown as '?' (budget.Printable).
 func headerCommand(cmd string) string {
 	line, _, more := strings.Cut(cmd, "\n")
+	line = budget.Printable(strings.TrimSuffix(line, "\r"))
 	r := []rune(line)
 	if len(r) > maxHeaderCommand {
 		return string(r[:maxHeaderCommand]) + "…"

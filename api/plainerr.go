@@ -11,8 +11,8 @@ const maxPlainError = 1 << 10
 
 // jsonErrors turns the plain-text error responses of handlers corral does
 // not write (ServeMux's own 404 and 405, the MCP SDK's http.Error calls)
-// into the error JSON with the same status, so that every HTTP error is the
-// one envelope. Everything else, the error JSON of corral's own handlers
+// and ServeMux's path-cleaning redirects into the error JSON with the same
+// status (and Location), so that every HTTP error is the one envelope. Everything else, the error JSON of corral's own handlers
 // included, passes through untouched.
 // A 404 of ServeMux's own and every 405 get messages of corral's: "no route
 // for GET /x", "method GET is not allowed on /v1/exec; allowed: POST".
@@ -27,6 +27,11 @@ func jsonErrors(mux *http.ServeMux) http.Handler {
 		switch _, pattern := mux.Handler(r); {
 		case ew.status == http.StatusNotFound && pattern == "":
 			msg = fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)
+		case isRedirect(ew.status):
+			// ServeMux's own redirect to the clean path (`//`, `/./`, a
+			// trailing slash): Location is kept for clients that follow it.
+			msg = fmt.Sprintf("no route for %s %s; the path is not clean, the route is %s",
+				r.Method, r.URL.Path, w.Header().Get("Location"))
 		case ew.status == http.StatusMethodNotAllowed:
 			msg = fmt.Sprintf("method %s is not allowed on %s", r.Method, r.URL.Path)
 			if allow := w.Header().Get("Allow"); allow != "" {
@@ -35,6 +40,15 @@ func jsonErrors(mux *http.ServeMux) http.Handler {
 		}
 		writeJSON(w, ew.status, ErrorBody{Error: ErrorDetail{Code: statusCode(ew.status), Message: msg}})
 	})
+}
+
+// isRedirect reports the statuses http.Redirect writes for ServeMux.
+func isRedirect(status int) bool {
+	switch status {
+	case http.StatusMovedPermanently, http.StatusFound, http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+		return true
+	}
+	return false
 }
 
 // statusCode is the wire code of an HTTP error status.
@@ -48,7 +62,7 @@ func statusCode(status int) string {
 		return CodeNotFound
 	case http.StatusRequestTimeout:
 		return CodeDeadlineExceeded
-	case http.StatusRequestEntityTooLarge, http.StatusTooManyRequests:
+	case http.StatusRequestEntityTooLarge, http.StatusTooManyRequests, http.StatusRequestHeaderFieldsTooLarge:
 		return CodeResourceExhausted
 	case http.StatusServiceUnavailable:
 		return CodeUnavailable
@@ -60,7 +74,8 @@ func statusCode(status int) string {
 }
 
 // errorWriter holds back a plain-text error response (an error status
-// written with Content-Type text/plain, as http.Error writes it) and keeps
+// written with Content-Type text/plain, as http.Error writes it, or a
+// redirect as http.Redirect writes it) and keeps
 // the first maxPlainError bytes of its text; any other response goes
 // straight through. Unwrap lets http.ResponseController reach the
 // connection.
@@ -75,7 +90,9 @@ func (e *errorWriter) WriteHeader(code int) {
 	if e.started || e.status != 0 {
 		return
 	}
-	if code >= 400 && strings.HasPrefix(e.Header().Get("Content-Type"), "text/plain") {
+	ct := e.Header().Get("Content-Type")
+	if code >= 400 && strings.HasPrefix(ct, "text/plain") ||
+		isRedirect(code) && e.Header().Get("Location") != "" && (ct == "" || strings.HasPrefix(ct, "text/html")) {
 		e.status = code
 		return
 	}

@@ -76,14 +76,18 @@ func TestHeaderCommand(t *testing.T) {
 	t.Parallel()
 	long := strings.Repeat("é", 300)
 	tests := []struct{ in, want string }{
-		{"ls -l", "ls -l"},                     // as it is
-		{"a\nb\nc", "a"},                       // the first line
-		{"a\r\nb", "a"},                        // a CRLF line
-		{"a\tb\x1b[0m", "a?b?[0m"},             // control characters
-		{"a\xffb", "a\uFFFDb"},                 // invalid UTF-8
-		{long, strings.Repeat("é", 199) + "…"}, // clipped to 200 characters
-		{long[:400], long[:400]},               // exactly 200 characters
-		{"\n", ""},                             // an empty first line
+		{"ls -l", "ls -l"},                           // as it is
+		{"a\nb\nc", "a"},                             // the first line
+		{"a\r\nb", "a"},                              // a CRLF line
+		{"a\tb\x1b[0m", "a?b?[0m"},                   // control characters
+		{"a\u0085b\u009b31m", "a?b?31m"},             // C1 controls: NEL, CSI
+		{"a\u2028b\u2029c", "a?b?c"},                 // line and paragraph separators
+		{"rm \u202e\u2066x\u2069\u200f", "rm ??x??"}, // bidi overrides and isolates
+		{"é\u00a0✓", "é\u00a0✓"},                     // printable non-ASCII stays
+		{"a\xffb", "a\uFFFDb"},                       // invalid UTF-8
+		{long, strings.Repeat("é", 199) + "…"},       // clipped to 200 characters
+		{long[:400], long[:400]},                     // exactly 200 characters
+		{"\n", ""},                                   // an empty first line
 		{strings.Repeat("x", 199) + "😀", strings.Repeat("x", 199) + "😀"}, // 200 characters, one wide
 	}
 	for _, tt := range tests {
@@ -253,7 +257,8 @@ func refHeader(cmd string) string {
 	line = strings.TrimSuffix(line, "\r")
 	r := []rune(strings.ToValidUTF8(line, "\uFFFD"))
 	for i, c := range r {
-		if c < 0x20 || c == 0x7f {
+		if c < 0x20 || 0x7f <= c && c <= 0x9f || c == 0x61c || c == 0x200e || c == 0x200f ||
+			0x2028 <= c && c <= 0x202e || 0x2066 <= c && c <= 0x2069 {
 			r[i] = '?'
 		}
 	}

@@ -119,6 +119,13 @@ func shortenMiddle(s string, room int) string {
 	return s[:head] + ellipsis + s[tail:]
 }
 
+// Printable returns s as valid UTF-8 (invalid bytes become U+FFFD) with
+// every character that can break or disguise a line shown as '?' (see
+// isControl), so that a path or a command can never break the line of a
+// marker, a batch header or a history entry. It is pure and safe for
+// concurrent use.
+func Printable(s string) string { return printable(s) }
+
 // printable returns s as valid UTF-8 without control characters, so that a
 // path can never break the marker's line.
 func printable(s string) string {
@@ -134,8 +141,25 @@ func printable(s string) string {
 	}, s)
 }
 
-// isControl reports whether r is a C0 control character or DEL.
-func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
+// isControl reports whether r can break or disguise a line: a C0 control
+// character, DEL, a C1 control character (U+0080–U+009F: U+0085 is a line
+// break to some readers, U+009B a terminal's CSI), the Unicode line and
+// paragraph separators (U+2028, U+2029), or a bidirectional formatting
+// character (U+061C, U+200E, U+200F, U+202A–U+202E, U+2066–U+2069: Unicode
+// UAX #9, the "Trojan Source" reorderings, CVE-2021-42574).
+func isControl(r rune) bool {
+	switch {
+	case r < 0x20 || 0x7f <= r && r <= 0x9f:
+		return true
+	case r < 0x61c:
+		return false
+	}
+	switch r {
+	case 0x61c, 0x200e, 0x200f, 0x2028, 0x2029:
+		return true
+	}
+	return 0x202a <= r && r <= 0x202e || 0x2066 <= r && r <= 0x2069
+}
 
 // bytesText renders a byte budget the way markers state it: "96KB" for a
 // multiple of 1024, else "1000B".

@@ -29,8 +29,16 @@ type journalState struct {
 	retry   []pendingFinish // guarded by retryMu; finishes that failed, oldest first
 	mu      sync.Mutex
 	running map[string]int // guarded by mu; commands and jobs running per session
-	stop    chan struct{}  // closed by Close; ends the sweep loop
-	done    chan struct{}  // closed when the sweep loop returned
+	// deleted counts the deletions of each session that had commands
+	// running (DeleteSession), kept while it has: a command that began
+	// before a deletion of its session spills nothing into it.
+	deleted map[string]uint64 // guarded by mu
+	// spillMu is held for reading while a command checks deleted and
+	// writes a spill, and for writing while DeleteSession counts the
+	// deletion and removes the spills: no spill lands in a deleted session.
+	spillMu sync.RWMutex
+	stop    chan struct{} // closed by Close; ends the sweep loop
+	done    chan struct{} // closed when the sweep loop returned
 }
 
 // maxRetry bounds the failed finishes kept for a later attempt.
@@ -247,8 +255,10 @@ func (h *Sessions) Sweep() []string {
 // Journal is the journal of Config.Journal, nil when there is none.
 func (h *Sessions) Journal() *journal.Journal { return h.s.journal }
 
-// busy counts the commands and jobs running per session, for the sweep.
-func (s *Supervisor) busy(session string, delta int) {
+// busy counts the commands and jobs running per session, for the sweep: a
+// command of session starting (delta 1) or ending (-1). It returns the
+// session's deletion count (journalState.deleted) as it stands.
+func (s *Supervisor) busy(session string, delta int) uint64 {
 	s.js.mu.Lock()
 	defer s.js.mu.Unlock()
 	if s.js.running == nil {
@@ -257,7 +267,17 @@ func (s *Supervisor) busy(session string, delta int) {
 	s.js.running[session] += delta
 	if s.js.running[session] <= 0 {
 		delete(s.js.running, session)
+		delete(s.js.deleted, session)
 	}
+	return s.js.deleted[session]
+}
+
+// sessionDeleted reports whether session was deleted since a command of it
+// began with the deletion count began. Caller holds js.spillMu.
+func (s *Supervisor) sessionDeleted(session string, began uint64) bool {
+	s.js.mu.Lock()
+	defer s.js.mu.Unlock()
+	return s.js.deleted[session] != began
 }
 
 func (s *Supervisor) sessionBusy(id string) bool {
@@ -302,7 +322,7 @@ func (h *Sessions) Jobs(id string) []JobInfo {
 // Delete kills the session's running jobs (their trees; their
 // Results are journaled first), then deletes its journal entries and
 // batches, its spill files and its state. Commands of it still running go
-// on; their Results then carry no ID. It is no error when the session has
+// on; their Results then carry no ID, and they write no spill file. It is no error when the session has
 // nothing of these.
 func (h *Sessions) Delete(id string) error {
 	s := h.s
@@ -326,11 +346,21 @@ func (h *Sessions) Delete(id string) error {
 			errs = append(errs, err)
 		}
 	}
+	s.js.spillMu.Lock()
+	s.js.mu.Lock()
+	if s.js.running[id] > 0 {
+		if s.js.deleted == nil {
+			s.js.deleted = map[string]uint64{}
+		}
+		s.js.deleted[id]++
+	}
+	s.js.mu.Unlock()
 	if s.spills != nil {
 		if err := s.spills.RemoveSession(id); err != nil {
 			errs = append(errs, err)
 		}
 	}
+	s.js.spillMu.Unlock()
 	h.Forget(id)
 	return errors.Join(errs...)
 }

@@ -21,7 +21,25 @@ const (
 	// MinCPUs is the smallest CPU limit: 1 ms of CPU time per 100 ms
 	// period, the smallest quota the kernel takes.
 	MinCPUs = 0.01
+	// MinPids is the smallest task limit: the shell, and the task the
+	// start forks it from (measured on the cgroup tiers: with pids.max 1
+	// the start itself fails, EAGAIN; with 2 `true` runs).
+	MinPids = 2
+	// minPidsReaper is the smallest task limit with killtree.Config.Reaper:
+	// the reaper is a Go program, and its runtime's threads count too
+	// (measured: `true` failed, runtime/cgo: pthread_create failed, up to 8
+	// tasks on a 2-CPU machine, and ran with 12).
+	minPidsReaper = 16
 )
+
+// minPids is the least task limit a command of a Supervisor with this
+// containment can start under.
+func minPids(c killtree.Config) int {
+	if c.Reaper {
+		return minPidsReaper
+	}
+	return MinPids
+}
 
 // Limits asks for the resource limits of one command, enforced by its
 // containment (see README, "Resource limits"). A zero field takes the
@@ -93,6 +111,8 @@ func (s *Supervisor) checkLimits(l Limits) error {
 	switch p := l.Pids; {
 	case p < 0:
 		return fmt.Errorf("limits.pids must be positive, got %d", p)
+	case p > 0 && p < minPids(s.cfg.Containment):
+		return fmt.Errorf("limits.pids must be at least %d, the tasks a shell needs to start here, got %d", minPids(s.cfg.Containment), p)
 	case p > 0 && ceil.Pids > 0 && p > ceil.Pids:
 		return fmt.Errorf("limits.pids must be at most %d, the server's limit, got %d", ceil.Pids, p)
 	}
@@ -118,6 +138,8 @@ func checkOwnLimits(c killtree.Config) error {
 		return bad("cpus must be at least %g, got %g", MinCPUs, c.CPUs)
 	case c.CPUs > float64(runtime.NumCPU()):
 		return bad("cpus must be at most %d, the CPUs of this machine, got %g", runtime.NumCPU(), c.CPUs)
+	case c.PidsMax > 0 && c.PidsMax < minPids(c):
+		return bad("pids limit must be 0 (none) or at least %d, the tasks a shell needs to start here, got %d", minPids(c), c.PidsMax)
 	}
 	return nil
 }

@@ -31,6 +31,7 @@ func TestLimitsInvalid(t *testing.T) {
 		{"10,000 cpus", Limits{CPUs: 10000}, "limits.cpus"},
 		{"negative pids", Limits{Pids: -3}, "limits.pids"},
 		{"pids over the server's", Limits{Pids: 501}, "limits.pids"},
+		{"too few pids for a shell", Limits{Pids: 1}, "limits.pids must be at least 2"},
 	} {
 		_, err := s.Run(context.Background(), Request{Command: "echo started", Limits: tc.l})
 		var re *RequestError

@@ -113,8 +113,9 @@ type Request struct {
 	// ID) in place of Config.User: its IDs and groups, and its HOME, USER
 	// and LOGNAME; a request without Dir starts in its home. "" and the
 	// user commands run as anyway change nothing. Another user needs a
-	// supervisor running as root, and is never root itself when Config.User
-	// is set (a supervisor told to run commands unprivileged stays so).
+	// supervisor running as root; when Config.User is set it is never root
+	// (a supervisor told to run commands unprivileged stays so) and must be
+	// one of Config.AllowUsers.
 	User string
 	// TTY, when set, runs the command on a new pseudo-terminal of that size
 	// (a zero side takes DefaultTTYCols or DefaultTTYRows): the shell leads
@@ -326,6 +327,17 @@ func quoteWords(argv []string) string {
 // taken as it is, relative to dir.
 func lookPath(name string, env []string, dir string) (string, error) {
 	if strings.Contains(name, "/") {
+		p := name
+		if !filepath.IsAbs(p) && dir != "" {
+			p = filepath.Join(dir, p)
+		}
+		fi, err := os.Stat(p)
+		switch {
+		case err != nil:
+			return "", invalid("argv[0] %q: %v", name, errors.Unwrap(err))
+		case !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0:
+			return "", invalid("argv[0] %q is not an executable file", name)
+		}
 		return name, nil
 	}
 	path, _ := lookupEnv(env, "PATH")

@@ -62,27 +62,28 @@ func (s *Supervisor) Run(ctx context.Context, r Request) (Result, error) {
 
 // proc is one running command and everything its lifecycle owns.
 type proc struct {
-	s        *Supervisor
-	v        validated
-	id       string
-	log      zerolog.Logger
-	begin    time.Time
-	cmd      *exec.Cmd
-	tree     *killtree.Tree
-	out, err *retained
-	outs     outputs          // the read ends of stdout and stderr (per OS)
-	stdinW   *os.File         // nil when stdin is /dev/null; the terminal's master with a tty
-	term     *terminal        // the command's terminal; nil for pipes
-	screen   *screen          // the terminal's screen; nil for pipes
-	stdinEnd chan struct{}    // closed when the stdin writer returned
-	state    *stateStart      // nil unless the command carries session state
-	jst      *journal.Started // its journal entry; nil without one
-	jfail    error            // why the journal did not take its entry; nil when it did or there is none
-	drained  chan error       // one value per stream drained in the background at its end; buffered 2
-	pending  int              // how many values drained will carry
-	live     *live
-	kill     KillInfo
-	sent     string // the signal the way down sent last
+	s         *Supervisor
+	v         validated
+	id        string
+	log       zerolog.Logger
+	begin     time.Time
+	cmd       *exec.Cmd
+	tree      *killtree.Tree
+	out, err  *retained
+	outs      outputs          // the read ends of stdout and stderr (per OS)
+	stdinW    *os.File         // nil when stdin is /dev/null; the terminal's master with a tty
+	term      *terminal        // the command's terminal; nil for pipes
+	screen    *screen          // the terminal's screen; nil for pipes
+	stdinEnd  chan struct{}    // closed when the stdin writer returned
+	state     *stateStart      // nil unless the command carries session state
+	jst       *journal.Started // its journal entry; nil without one
+	jfail     error            // why the journal did not take its entry; nil when it did or there is none
+	drained   chan error       // one value per stream drained in the background at its end; buffered 2
+	pending   int              // how many values drained will carry
+	live      *live
+	kill      KillInfo
+	sent      string // the signal the way down sent last
+	deletions uint64 // its session's deletion count when it began (busy)
 
 	// atEnd, when set, learns why the command stopped before the way down
 	// begins; waitAtEnd is the wait it was in when its timeout passed.
@@ -280,7 +281,13 @@ func (p *proc) shape(r *retained, name string) (string, budget.Info) {
 	if len(label) > 120 {
 		label = label[:120]
 	}
+	p.s.js.spillMu.RLock()
+	if p.s.sessionDeleted(p.v.Session, p.deletions) {
+		p.s.js.spillMu.RUnlock()
+		return view, info // the session was deleted while the command ran
+	}
 	path, err := p.s.spills.WriteStream(p.v.Session, label+"."+name, stream)
+	p.s.js.spillMu.RUnlock()
 	if err != nil {
 		p.log.Warn().Err(err).Str("stream", name).Msg("spill")
 		return view, info

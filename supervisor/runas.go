@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/user"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -96,6 +97,10 @@ func (s *Supervisor) requestUser(name string) (*runAs, error) {
 	case err != nil:
 		prefix := fmt.Sprintf("supervisor: run as %q: ", name)
 		return nil, fmt.Errorf("user %q: %s", name, strings.TrimPrefix(err.Error(), prefix))
+	case s.user != nil && !slices.Contains(s.allowed, r.name):
+		// A supervisor told to run commands as one user runs them as no
+		// other unless its operator listed it.
+		return nil, fmt.Errorf("user %q is not allowed: commands run as %s (the operator allows others with --allow-user)", name, s.user.name)
 	}
 	r.dir = "/"
 	if r.canEnter(r.home) {

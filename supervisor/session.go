@@ -48,6 +48,7 @@ type session struct {
 	cwd      string   // "" until a command saved its state
 	env      []string // nil until a command saved its state
 	running  int      // tracked commands of it running now
+	gen      uint64   // counts resets: a command started before the last one saves nothing
 	created  time.Time
 	used     time.Time
 }
@@ -87,6 +88,7 @@ func (t *sessionTable) init(max int) {
 // stateStart is what a tracked command starts from.
 type stateStart struct {
 	sess  *session
+	gen   uint64   // the session's gen when the command started
 	dir   string   // the working directory; "" is the supervisor's
 	env   []string // the base environment; nil is the supervisor's
 	note  string   // said on the Result's stderr (a vanished cwd)
@@ -100,6 +102,7 @@ type stateStart struct {
 	static   bool
 	startDir string
 	startEnv []string
+	dirFile  *os.File // the start directory held open (openStartDir); nil when not
 }
 
 // tracked reports whether v's command carries session state.
@@ -128,15 +131,15 @@ func (s *Supervisor) beginState(v validated, gated bool) (*stateStart, error) {
 	}
 
 	if st.dir == "" && cwd != "" {
-		if fi, err := os.Stat(cwd); err == nil && fi.IsDir() {
+		if usable, why := v.usableDir(cwd); usable {
 			st.dir = cwd
 		} else {
 			st.dir = st.sess.startDir
-			if fi, err := os.Stat(st.dir); err != nil || !fi.IsDir() {
+			if ok, _ := v.usableDir(st.dir); !ok {
 				st.dir = ""
 			}
-			st.note = withNote(st.note, fmt.Sprintf("[corral: the session's working directory %s no longer exists; the command ran in %s.]",
-				cwd, cmp.Or(st.dir, "the server's working directory")))
+			st.note = withNote(st.note, fmt.Sprintf("[corral: the session's working directory %s %s; the command ran in %s.]",
+				cwd, why, cmp.Or(st.dir, "the default working directory")))
 		}
 	}
 
@@ -147,6 +150,12 @@ func (s *Supervisor) beginState(v validated, gated bool) (*stateStart, error) {
 	if envNow == nil {
 		envNow = os.Environ()
 	}
+	// What the request unsets and the configuration scrubs never reaches
+	// the shell: the script must not restore it, nor the checks see it.
+	envNow = slices.DeleteFunc(slices.Clone(envNow), func(kv string) bool {
+		k, _, _ := strings.Cut(kv, "=")
+		return slices.Contains(v.Unset, k) || slices.Contains(s.cfg.Scrub, k)
+	})
 	bashEnv, hasBashEnv := lookupEnv(envNow, "BASH_ENV")
 	if val, ok := v.Env["BASH_ENV"]; ok {
 		bashEnv, hasBashEnv = val, true
@@ -163,6 +172,19 @@ func (s *Supervisor) beginState(v validated, gated bool) (*stateStart, error) {
 	}
 	st.extra = shellstate.Env(bashEnv, hasBashEnv)
 	return st, nil
+}
+
+// usableDir reports whether the command can start in dir: it is a
+// directory, and the user the command runs as may enter it; why says what
+// is wrong when not.
+func (v validated) usableDir(dir string) (ok bool, why string) {
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return false, "no longer exists"
+	}
+	if v.user != nil && !v.user.canEnter(dir) {
+		return false, "can no longer be entered by user " + v.user.name
+	}
+	return true, ""
 }
 
 // knownSession reports whether the table holds the session.
@@ -195,10 +217,11 @@ func (s *Supervisor) enterSession(v validated, journaled string) (st *stateStart
 	}
 	if v.ResetSession {
 		sess.cwd, sess.env = "", nil
+		sess.gen++
 	}
 	sess.used = now
 	sess.running++
-	return &stateStart{sess: sess, dir: v.Dir, env: sess.env}, sess.cwd, resumed
+	return &stateStart{sess: sess, gen: sess.gen, dir: v.Dir, env: sess.env}, sess.cwd, resumed
 }
 
 // testHookAlwaysReport, set by a test, makes every tracked command report
@@ -218,6 +241,10 @@ func envOf(m map[string]string) []string {
 func (st *stateStart) prepare(cmd *exec.Cmd) {
 	if st.static {
 		st.startDir, st.startEnv = cmd.Dir, cmd.Env
+		if st.startDir == "" {
+			st.startDir, _ = os.Getwd()
+		}
+		st.dirFile = openStartDir(st.startDir)
 		return
 	}
 	if st.ch == nil {
@@ -231,6 +258,9 @@ func (st *stateStart) prepare(cmd *exec.Cmd) {
 func (s *Supervisor) abandonState(st *stateStart) {
 	if st.ch != nil {
 		st.ch.close()
+	}
+	if st.dirFile != nil {
+		st.dirFile.Close()
 	}
 	s.endState(st, nil)
 }
@@ -251,6 +281,9 @@ func (s *Supervisor) finishState(st *stateStart, exitedByItself bool) (cwd, note
 	if st.note != "" {
 		notes = append(notes, st.note)
 	}
+	if st.dirFile != nil {
+		defer st.dirFile.Close()
+	}
 	var saved *savedState
 	switch {
 	case !exitedByItself:
@@ -262,7 +295,15 @@ func (s *Supervisor) finishState(st *stateStart, exitedByItself bool) (cwd, note
 	default:
 		dir, env, err := shellstate.Parse(r.data)
 		if err == nil {
-			saved = &savedState{cwd: dir, env: s.keepEnv(env)}
+			env = s.keepEnv(env)
+			if name, n := overArgStrlen(env); name != "" {
+				notes = append(notes, fmt.Sprintf("[corral: the session state was not saved: the exported variable %s "+
+					"is %d bytes, over the kernel's limit of %d KiB for one variable (MAX_ARG_STRLEN), and would "+
+					"keep every later command from starting; the next command starts where this one started.]",
+					name, n, maxArgStrlen>>10))
+				break
+			}
+			saved = &savedState{cwd: dir, env: env}
 		} else if !errors.Is(err, shellstate.ErrMissing) {
 			s.log.Warn().Err(err).Str("session", st.sess.id).Msg("session state not saved")
 		}
@@ -274,6 +315,21 @@ var tooLongNote = fmt.Sprintf("[corral: the session state (working directory and
 	"is over the %d KiB limit and was not saved; the next command starts where this one started.]",
 	MaxSessionStateBytes>>10)
 
+// overArgStrlen names the first variable of env that execve would refuse
+// alone (E2BIG: NAME=value and its NUL over MAX_ARG_STRLEN, Linux), with
+// its size; "" when none is. A state holding one is not saved: no later
+// command of the session could start, `unset` included. The state as a
+// whole is bounded far below ARG_MAX by MaxSessionStateBytes.
+func overArgStrlen(env []string) (string, int) {
+	for _, kv := range env {
+		if len(kv)+1 > maxArgStrlen {
+			name, _, _ := strings.Cut(kv, "=")
+			return name, len(kv)
+		}
+	}
+	return "", 0
+}
+
 // staticState is the state a static command's shell would have reported:
 // its working directory as `pwd -P` gives it (the directory as given when
 // it no longer resolves, as bash falls back to $PWD) and its exported
@@ -282,6 +338,13 @@ func (s *Supervisor) staticState(st *stateStart) *savedState {
 	dir := st.startDir
 	if dir == "" {
 		dir, _ = os.Getwd()
+	}
+	if st.dirFile != nil {
+		// The command may have renamed the directory it ran in (`mv`
+		// of it or a parent): follow it, as the shell's pwd -P would.
+		if p, moved := followDir(st.dirFile, dir); moved {
+			dir = p
+		}
 	}
 	if p, err := filepath.EvalSymlinks(dir); err == nil {
 		dir = p
@@ -306,14 +369,15 @@ type savedState struct {
 }
 
 // endState records that a tracked command ended, saving its state when
-// given, and returns the session's working directory.
+// given, unless the session was reset after the command started (the reset
+// wins), and returns the session's working directory.
 func (s *Supervisor) endState(st *stateStart, saved *savedState) string {
 	t := &s.sessions
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	st.sess.running--
 	st.sess.used = time.Now()
-	if saved != nil {
+	if saved != nil && st.gen == st.sess.gen {
 		st.sess.cwd, st.sess.env = saved.cwd, saved.env
 	}
 	return cmp.Or(st.sess.cwd, st.dir, st.sess.startDir)

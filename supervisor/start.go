@@ -179,11 +179,11 @@ func (s *Supervisor) launch(p *proc, pr *prepared) (retErr error) {
 		p.log = s.log.With().Str("id", p.jst.ID).Str("runId", p.id).Str("session", v.Session).Str("label", v.Label).Logger()
 	}
 	if err != nil {
-		err = s.startError(pr.cmd, err)
+		err = s.startError(pr.cmd, v, err)
 		p.journalAbandon(err)
 		return err
 	}
-	s.busy(v.Session, 1)
+	p.deletions = s.busy(v.Session, 1)
 	if p.state != nil && p.state.ch != nil {
 		p.state.ch.started()
 	}
@@ -215,14 +215,18 @@ func (s *Supervisor) launch(p *proc, pr *prepared) (retErr error) {
 // startError is the error of a start the containment refused: a command and
 // environment too large to exec (ErrInvalidRequest), ErrClosed, or the
 // start's own failure.
-func (s *Supervisor) startError(cmd *exec.Cmd, err error) error {
+func (s *Supervisor) startError(cmd *exec.Cmd, v validated, err error) error {
 	switch {
 	case errors.Is(err, syscall.E2BIG):
 		return argSizeError(cmd, err)
 	case errors.Is(err, killtree.ErrClosed):
 		return errClosed
 	}
-	return fmt.Errorf("supervisor: start %s: %w", s.shell, err)
+	what := s.shell
+	if v.Argv != nil {
+		what = v.Argv[0]
+	}
+	return fmt.Errorf("supervisor: start %s: %w", what, err)
 }
 
 // feedStdin writes Request.Stdin into the command's stdin pipe and closes

@@ -69,10 +69,14 @@ func TestStaticStateIsTheReport(t *testing.T) {
 // TestStaticSkipsTheReport checks that a static command's shell is not
 // asked to report (no BASH_ENV, no descriptor 3), that one with a state
 // word is, and that an exported function in the environment makes even
-// `true` report.
+// `true` report. Variables of the test's own environment that make every
+// command report by design (BASH_ENV, SHELLOPTS, an exported function: see
+// shellstate.PlainEnv) are scrubbed, so the outcome does not depend on the shell that
+// ran `go test`: with BASH_ENV exported there, the static probe reported and
+// the test failed ("set up to report: fd3…").
 func TestStaticSkipsTheReport(t *testing.T) {
 	t.Parallel()
-	s := newSup(t, Config{})
+	s := newSup(t, Config{Scrub: reportingVars(os.Environ())})
 	probe := `[[ -e /dev/fd/3 ]] && echo fd3; [[ -n $BASH_ENV$CORRAL_BASH_ENV ]] && echo bashenv; echo done`
 	if shellstate.LeavesAlone(probe) {
 		t.Fatal("the probe holds $: it must not be static")
@@ -96,4 +100,16 @@ func TestStaticSkipsTheReport(t *testing.T) {
 	if !strings.Contains(res.Stdout, "fd3") {
 		t.Errorf("with an exported function in the environment the shell was not set up to report: %q", res.Stdout)
 	}
+}
+
+// reportingVars names the variables of env that make every command of a
+// session report its state (shellstate.PlainEnv).
+func reportingVars(env []string) []string {
+	var names []string
+	for _, kv := range env {
+		if name, _, _ := strings.Cut(kv, "="); !shellstate.PlainEnv([]string{kv}) {
+			names = append(names, name)
+		}
+	}
+	return names
 }

@@ -85,6 +85,11 @@ type Config struct {
 	// spill files and the data directory stay the supervisor's. "" runs
 	// commands as this process's user.
 	User string
+	// AllowUsers names the users (login names or numeric IDs) a request
+	// may run its command as (Request.User) besides User when User is set;
+	// any other is refused (ErrInvalidRequest). Without User it changes
+	// nothing. New fails when one does not exist or is root.
+	AllowUsers []string
 	// NoPromptSuppression leaves PAGER, EDITOR and friends as inherited.
 	NoPromptSuppression bool
 	// RawOutput turns off model-view clean-up (ANSI, \r redraws, binary).
@@ -160,7 +165,8 @@ type Supervisor struct {
 	devNull    *os.File     // every command's stdin unless it is given one; nil once closed
 	log        zerolog.Logger
 	seq        atomic.Uint64
-	user       *runAs // nil: commands run as this process's user
+	user       *runAs   // nil: commands run as this process's user
+	allowed    []string // the login names of Config.AllowUsers, when user is set
 
 	maxLifetime time.Duration
 	jobs        jobTable
@@ -251,6 +257,13 @@ func New(cfg Config) (*Supervisor, error) {
 			return nil, err
 		}
 		s.user = u
+		for _, name := range cfg.AllowUsers {
+			a, err := lookupRunAs(name)
+			if err != nil {
+				return nil, fmt.Errorf("supervisor: allowed user: %w", err)
+			}
+			s.allowed = append(s.allowed, a.name)
+		}
 	}
 	devNull, err := os.Open(os.DevNull)
 	if err != nil {

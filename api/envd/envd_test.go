@@ -347,6 +347,12 @@ func TestErrors(t *testing.T) {
 		// a program found nowhere in PATH: nothing starts
 		{"no such program", startErr(&processpb.StartRequest{Process: &processpb.ProcessConfig{Cmd: "corral-no-such-program-xyz"}, Stdin: &no}),
 			connect.CodeInvalidArgument, "no such program"},
+		// a program path that does not exist: named, not bash
+		{"missing program path", startErr(&processpb.StartRequest{Process: &processpb.ProcessConfig{Cmd: "/nonexistent/prog"}, Stdin: &no}),
+			connect.CodeInvalidArgument, `"/nonexistent/prog"`},
+		// a program path that is a directory
+		{"directory as program", startErr(&processpb.StartRequest{Process: &processpb.ProcessConfig{Cmd: "/"}, Stdin: &no}),
+			connect.CodeInvalidArgument, `"/" is not an executable file`},
 		// a working directory that does not exist
 		{"bad cwd", startErr(&processpb.StartRequest{Process: &processpb.ProcessConfig{Cmd: "true", Cwd: &missing}, Stdin: &no}),
 			connect.CodeInvalidArgument, missing},
@@ -786,6 +792,57 @@ func TestTagIsSession(t *testing.T) {
 		r := collect(started(t)(e.client.Start(context.Background(), connect.NewRequest(req))))
 		if got := strings.TrimSpace(r.stdout.String()); got != tc.want {
 			t.Errorf("tag %q envs FOO=%q: $FOO %q, want %q", tc.tag, tc.envFOO, got, tc.want)
+		}
+	}
+}
+
+// TestRunAsBoundsBasicUser serves as root with commands run as nobody
+// (serve --run-as nobody): an envd Basic user other than nobody is refused,
+// root included, unless the operator allowed it (--allow-user), and then
+// the command runs as that user.
+func TestRunAsBoundsBasicUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("running a process as another user needs root")
+	}
+	for _, name := range []string{"nobody", "daemon"} {
+		if _, err := user.Lookup(name); err != nil {
+			t.Skipf("no user %s: %v", name, err)
+		}
+	}
+	t.Parallel()
+	as := func(e *env, name string) (string, error) {
+		r := connect.NewRequest(bash("", `id -un`))
+		r.Header().Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(name+":")))
+		s, err := e.client.Start(context.Background(), r)
+		if err != nil {
+			return "", err
+		}
+		defer s.Close()
+		got := collect(s)
+		return got.stdout.String(), got.err
+	}
+	runAs := func(allow ...string) option {
+		return func(_ *envd.Config, c *supervisor.Config) { c.User, c.AllowUsers = "nobody", allow }
+	}
+	strict, allowing := newEnv(t, runAs()), newEnv(t, runAs("daemon"))
+	for _, tc := range []struct {
+		name, user string
+		e          *env
+		want       string // the user it ran as, "" when refused
+	}{
+		{"the run-as user", "nobody", strict, "nobody\n"},   // the user commands run as anyway
+		{"another user", "daemon", strict, ""},              // not listed: refused
+		{"root", "root", strict, ""},                        // never root under --run-as
+		{"an allowed user", "daemon", allowing, "daemon\n"}, // listed with --allow-user
+		{"root, others allowed", "root", allowing, ""},      // still never root
+		{"a user not listed", "bin", allowing, ""},          // only those listed
+	} {
+		got, err := as(tc.e, tc.user)
+		switch {
+		case tc.want == "" && (code(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), tc.user)):
+			t.Errorf("%s: %q, %v; want invalid_argument naming %s", tc.name, got, err, tc.user)
+		case tc.want != "" && (err != nil || got != tc.want):
+			t.Errorf("%s: %q, %v; want %q", tc.name, got, err, tc.want)
 		}
 	}
 }

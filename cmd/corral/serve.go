@@ -93,6 +93,7 @@ type serverFlags struct {
 	tokenFile      string
 	insecureNoAuth bool
 	runAs          string
+	allowUsers     []string // --allow-user
 	maxConcurrent  int
 	dataDir        string
 	containment    string
@@ -140,6 +141,10 @@ func (m *Main) serverFlagSet(name, usageText string, f *serverFlags, network boo
 		fs.Float64Var(&f.bodyTimeout, "body-timeout", api.DefaultBodyTimeout.Seconds(), "`seconds` a request body may take to arrive (else 408)")
 	}
 	fs.StringVar(&f.runAs, "run-as", "", "run commands as this unprivileged `user` (name or uid; needs root)")
+	fs.Func("allow-user", "with --run-as, also let a request run its command as this unprivileged `user` (an envd Basic user, a request's user); repeatable. Any other is refused", func(name string) error {
+		f.allowUsers = append(f.allowUsers, name)
+		return nil
+	})
 	fs.IntVar(&f.maxConcurrent, "max-concurrent", api.DefaultMaxConcurrent, "most commands running at once; more get RESOURCE_EXHAUSTED")
 	fs.IntVar(&f.retainedJobs, "max-retained-jobs", supervisor.DefaultMaxRetainedJobs, "most exited background jobs kept readable; past it the oldest is forgotten")
 	fs.StringVar(&f.retainedBytes, "max-retained-bytes", "64MiB", "most `size` (bytes, or with KiB, MiB or GiB) the exited jobs may take in memory (their output as allocated, their records, the runtime's overhead), all together; past it the oldest is forgotten")
@@ -211,6 +216,9 @@ func (m *Main) newServer(f serverFlags, token, hint string, shared bool, log zer
 	if f.retainedJobs < 1 {
 		return nil, nil, nil, 0, fmt.Errorf("--max-retained-jobs must be at least 1, got %d", f.retainedJobs)
 	}
+	if len(f.allowUsers) > 0 && f.runAs == "" {
+		return nil, nil, nil, 0, errors.New("--allow-user bounds --run-as, and there is no --run-as: without it a request's user is refused only when this process cannot run commands as that user")
+	}
 	retainedBytes, err := parseSize(f.retainedBytes)
 	if err != nil || retainedBytes < 1 {
 		return nil, nil, nil, 0, fmt.Errorf("--max-retained-bytes: want a positive size such as 65536, 512KiB or 64MiB, got %q", f.retainedBytes)
@@ -241,6 +249,7 @@ func (m *Main) newServer(f serverFlags, token, hint string, shared bool, log zer
 		Grace:            grace,
 		Scrub:            []string{tokenEnv},
 		User:             f.runAs,
+		AllowUsers:       f.allowUsers,
 		Containment:      containment,
 		Logger:           &supLog,
 		TimeoutHint:      hint,

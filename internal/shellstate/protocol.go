@@ -40,13 +40,29 @@ const (
 	stateBegin = "\x00corral-state 1\x00"
 	stateEnd   = "\x00corral-end\x00"
 
-	stateTrap = `trap '[[ /dev/fd/3 -ef /dev/fd/9 && ! /dev/fd/3 -ef /dev/fd/1 && ! /dev/fd/3 -ef /dev/fd/2 ]] && ` +
+	stateTrap = `trap '` + trapXtraceOff + `[[ /dev/fd/3 -ef /dev/fd/9 && ! /dev/fd/3 -ef /dev/fd/1 && ! /dev/fd/3 -ef /dev/fd/2 ]] && ` +
 		`{ builtin printf "\0corral-state 1\0"; builtin pwd -P || builtin printf "%s\n" "$PWD"; ` +
 		`builtin printf "\0"; builtin export -p; builtin printf "\0corral-end\0"; } >&3 2>/dev/null || :' EXIT`
 
 	// restoreBashEnv gives the command its own BASH_ENV back and sources it.
 	restoreBashEnv = `if [[ $CORRAL_BASH_ENV == +* ]]; then BASH_ENV=${CORRAL_BASH_ENV#+}; unset CORRAL_BASH_ENV; ` +
 		`[[ -n $BASH_ENV ]] && . "$BASH_ENV"; else unset CORRAL_BASH_ENV BASH_ENV; fi` + "\n"
+
+	// xtraceOff and xtraceRestore keep the script out of a trace the
+	// command's environment turns on (SHELLOPTS=xtrace, BASH_XTRACEFD):
+	// the trace of the one command that turns it off goes to /dev/null
+	// (bash traces a command after its redirections; an inherited
+	// BASH_XTRACEFD can only be 1 or 2, or one of corral's own descriptors),
+	// and the restore is traced by nothing, being the last command run.
+	// The user's BASH_ENV runs untraced.
+	xtraceOff     = "{ CORRAL_XTRACE=$-; builtin set +x; } >/dev/null 2>&1\n"
+	xtraceRestore = "if [[ $CORRAL_XTRACE == *x* ]]; then builtin unset CORRAL_XTRACE; builtin set -x; else builtin unset CORRAL_XTRACE; fi\n"
+
+	// trapXtraceOff keeps the EXIT trap out of a trace the command turned
+	// on (set -x), whatever descriptor BASH_XTRACEFD names: the trace goes
+	// to a new descriptor on /dev/null ({var}> assigns BASH_XTRACEFD, bash
+	// 4.1), the shell being about to exit.
+	trapXtraceOff = `{ builtin set +x; } >/dev/null 2>&1 {BASH_XTRACEFD}>/dev/null; `
 
 	// GateFD is the child's descriptor of the start gate: the read end of
 	// a pipe the supervisor writes one byte to once the command's journal
@@ -65,7 +81,7 @@ const (
 // UserBashEnv) is sourced after the gate and before the trap is set, so a
 // trap it sets cannot replace corral's.
 func Script(tracked, gated bool) string {
-	s := "exec 4<&-\n"
+	s := xtraceOff + "exec 4<&-\n"
 	if gated {
 		s += gateLine
 	}
@@ -73,7 +89,7 @@ func Script(tracked, gated bool) string {
 	if tracked {
 		s += stateTrap + "\n"
 	}
-	return s
+	return s + xtraceRestore
 }
 
 // Env is what the environment of a command started with Script gains:

@@ -208,13 +208,14 @@ func TestBashExportsRoundTrip(t *testing.T) {
 	}
 }
 
-// TestScript checks the script's variants: the gate first when gated, the
-// trap only when tracked, the user's BASH_ENV restored in every one.
+// TestScript checks the script's variants: the trace off first and back on
+// last, the gate next when gated, the trap only when tracked, the user's
+// BASH_ENV restored in every one.
 func TestScript(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ tracked, gated bool }{{true, false}, {false, true}, {true, true}} {
 		s := Script(tc.tracked, tc.gated)
-		if !strings.HasPrefix(s, "exec 4<&-\n") || !strings.Contains(s, "CORRAL_BASH_ENV") {
+		if !strings.HasPrefix(s, xtraceOff+"exec 4<&-\n") || !strings.HasSuffix(s, xtraceRestore) || !strings.Contains(s, "CORRAL_BASH_ENV") {
 			t.Errorf("Script(%v, %v) = %q: descriptor 4 stays open or BASH_ENV is not restored", tc.tracked, tc.gated, s)
 		}
 		if got := strings.Contains(s, "trap "); got != tc.tracked {
