@@ -20,9 +20,9 @@ func TestRunBatch(t *testing.T) {
 	t.Parallel()
 	s := newSup(t, Config{})
 	dir := t.TempDir()
-	// Each command waits (up to 5 s) until two of them run, then prints how
+	// Each command waits (up to 30 s) until two of them run, then prints how
 	// many run: with concurrency 2 that is 2, never more.
-	wait := `touch "$D/$I"; for k in $(seq 100); do [ $(ls "$D" | wc -l) -ge 2 ] && break; sleep 0.05; done; ls "$D" | wc -l; sleep 0.1; rm "$D/$I"`
+	wait := `touch "$D/$I"; for k in $(seq 600); do [ $(ls "$D" | wc -l) -ge 2 ] && break; sleep 0.05; done; ls "$D" | wc -l; sleep 0.1; rm "$D/$I"`
 	var reqs []Request
 	for i := range 4 {
 		reqs = append(reqs, marked(t, Request{Command: wait, Env: map[string]string{"D": dir, "I": fmt.Sprint(i)}}))
