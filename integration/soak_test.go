@@ -56,7 +56,10 @@ func TestThousandCommands(t *testing.T) {
 		if fd1 != fd0 {
 			t.Errorf("server descriptors: %d after %d commands, %d after %d", fd1, n, fd0, warm)
 		}
-		if th1 > th0+2 {
+		// The Go runtime never ends an idle thread: the count is the high-water
+		// mark of threads blocked in system calls at once, which the machine's
+		// load moves by a few. A leak per command would be hundreds.
+		if th1 > th0+8 {
 			t.Errorf("server threads: %d after %d commands, %d after %d", th1, n, th0, warm)
 		}
 		if hasG {

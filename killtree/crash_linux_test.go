@@ -318,8 +318,14 @@ func TestWatchdogIsThisBinary(t *testing.T) {
 			t.Errorf("%+v: watchdog %v, want %v", c.cfg, wd != nil, c.want)
 		}
 		if wd != nil {
+			// Start returns once the exec began: the kernel sets the new
+			// image's argument area a moment later, and until then
+			// /proc/PID/cmdline reads empty. Wait for it, briefly.
+			var cmdline string
+			for deadline := time.Now().Add(5 * time.Second); cmdline == "" && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+				cmdline = readFileOr(fmt.Sprintf("/proc/%d/cmdline", wd.cmd.Process.Pid))
+			}
 			exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", wd.cmd.Process.Pid))
-			cmdline := readFileOr(fmt.Sprintf("/proc/%d/cmdline", wd.cmd.Process.Pid))
 			if err != nil || exe != self || !strings.HasPrefix(cmdline, watchdogArg0+"\x00") {
 				t.Errorf("watchdog runs %q (%v) as %q, want %s as %s", exe, err, cmdline, self, watchdogArg0)
 			}
