@@ -157,14 +157,17 @@ func TestReadAttacks(t *testing.T) {
 	})
 
 	const attacks, workers = 2000, 50
-	var next atomic.Int64
+	var next, done atomic.Int64
 	start := time.Now()
 	var attackers sync.WaitGroup
 	for range workers {
 		attackers.Go(func() {
 			for {
 				i := next.Add(1) - 1
-				if i >= attacks {
+				// At least the attacks asked for, and on until the
+				// well-behaved client was answered three times while they
+				// ran (2,000 attacks can take less than its 100 ms pace).
+				if i >= attacks && (good.Load() >= 3 || ctx.Err() != nil) {
 					return
 				}
 				p := paths[i%int64(len(paths))]
@@ -173,6 +176,7 @@ func TestReadAttacks(t *testing.T) {
 					ep, body = "/v1/grep", `{"path":`+strconv.Quote(p)+`,"pattern":"root"}`
 				}
 				code, b, err := s.post(ctx, ep, body)
+				done.Add(1)
 				if err != nil || code != 404 || strings.Contains(b, "root:") {
 					t.Errorf("%s %s: %d %v %.200s", ep, p, code, err, b)
 				}
@@ -183,7 +187,7 @@ func TestReadAttacks(t *testing.T) {
 	took := time.Since(start)
 	close(stop)
 	wg.Wait()
-	if good.Load() == 0 || slow.Load() > 0 {
+	if good.Load() < 3 || slow.Load() > 0 {
 		t.Errorf("well-behaved client: %d answers, %d slower than 5 s", good.Load(), slow.Load())
 	}
 
@@ -193,7 +197,7 @@ func TestReadAttacks(t *testing.T) {
 		threads, fds := procCounts(t, s.pid())
 		if fds <= fds0+2 && threads <= threads0+20 {
 			t.Logf("%d attacks in %v (%d workers); well-behaved execs answered: %d; threads %d -> %d, fds %d -> %d",
-				attacks, took, workers, good.Load(), threads0, threads, fds0, fds)
+				done.Load(), took, workers, good.Load(), threads0, threads, fds0, fds)
 			break
 		}
 		if time.Now().After(deadline) {
