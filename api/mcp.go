@@ -145,7 +145,7 @@ func (s *Server) newMCPServer(face mcpFace) *mcp.Server {
 	if s.toolInputs == nil {
 		s.toolInputs = make(map[string]reflect.Type)
 	}
-	srv.AddReceivingMiddleware(s.logToolCalls, s.strictArguments)
+	srv.AddReceivingMiddleware(s.logToolCalls, s.strictArguments, s.startNotifierOnSetLevel)
 	bashIn, err := bashSchema(b)
 	if err != nil {
 		panic(err) // BashInput is fixed: a test fails first

@@ -13,9 +13,11 @@ import (
 
 // Jobs as MCP resources: corral://jobs/{id} reads a job's status (JobInfo
 // JSON) for the client that owns it (tenancy.go); a client that subscribes
-// to one gets notifications/resources/updated when it exits, and its MCP
-// session a logging notification with a one-line summary. The notifier
-// starts with the first subscription and ends with Shutdown.
+// to one gets notifications/resources/updated when it exits or waits for
+// input, and an MCP session that set a logging level gets a logging
+// notification with a one-line summary of each such event of its own jobs.
+// The notifier starts with the first subscription or logging/setLevel and
+// ends with Shutdown.
 
 // jobURIPrefix names a job resource: corral://jobs/<id>.
 const jobURIPrefix = "corral://jobs/"
@@ -41,6 +43,18 @@ func (s *Server) jobResourceOptions(o *mcp.ServerOptions) {
 		return nil
 	}
 	o.UnsubscribeHandler = func(context.Context, *mcp.UnsubscribeRequest) error { return nil }
+}
+
+// startNotifierOnSetLevel is receiving middleware: a client that sets a
+// logging level is told of its jobs' events from then on, subscribed or not.
+func (s *Server) startNotifierOnSetLevel(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if err == nil && method == "logging/setLevel" {
+			s.notifyOnce.Do(s.startNotifier)
+		}
+		return res, err
+	}
 }
 
 func (s *Server) readJobResource(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {

@@ -14,9 +14,10 @@ import (
 )
 
 // TestJobResources: a job is the resource corral://jobs/{id}: its owner
-// reads it and subscribes to it, and gets notifications/resources/updated
-// and a one-line logging notification when it exits; another session
-// cannot read it.
+// reads it and subscribes to it; it gets a one-line logging notification
+// when the job waits for input, and notifications/resources/updated and a
+// one-line logging notification when it exits; another session cannot
+// read it.
 func TestJobResources(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -53,6 +54,17 @@ func TestJobResources(t *testing.T) {
 	other := httpClientSession(t, e, "2025-11-25")
 	if _, err := other.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri}); err == nil {
 		t.Errorf("another session read %s", uri)
+	}
+	// The job waits for its line first; that wait is logged to its owner
+	// (subscribed or not). Subscribe only after it, so that the one update
+	// the subscription brings is the exit's.
+	select {
+	case got := <-logged:
+		if !strings.Contains(got, "job "+st.ID+" waiting for input") {
+			t.Fatalf("log %q, want the wait", got)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no logging notification of the wait")
 	}
 	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
 		t.Fatal(err)

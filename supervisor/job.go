@@ -172,7 +172,8 @@ type job struct {
 	tree   *killtree.Tree // guarded by mu; the running tree, for live usage; nil once it exited
 	result Result         // set before done is closed
 
-	stdinMu sync.Mutex // serialises Jobs.Input
+	stdinMu     sync.Mutex // serialises Jobs.Input
+	stdinClosed bool       // Jobs.Input closed stdin; under stdinMu
 
 	watch      *inputWatch // finds out when the job waits for input; nil when not watched
 	waiting    *Waiting    // guarded by mu; the current wait, nil when none

@@ -175,6 +175,38 @@ func TestJobInteractive(t *testing.T) {
 	}
 }
 
+// TestJobInputCloseRacesTheEnd: the answer a job reads makes it exit, and
+// its end closes stdin before the same Input call closes it: the call
+// succeeds (the data was written). A second close of a running job's stdin
+// says it is closed.
+func TestJobInputCloseRacesTheEnd(t *testing.T) {
+	s := newSup(t, Config{})
+	st := startJob(t, s, JobRequest{Request: Request{Command: "read x; echo got $x"}, Interactive: true})
+	testHookInputWritten = func(j *job) {
+		select { // the job's end closes its stdin before Wait returns
+		case <-j.done:
+		case <-time.After(10 * time.Second):
+			t.Error("the job did not end after its answer")
+		}
+	}
+	defer func() { testHookInputWritten = nil }()
+	if err := s.Jobs().Input(st.ID, []byte("corral\n"), true); err != nil {
+		t.Fatalf("input whose close the job's end overtook: %v", err)
+	}
+	testHookInputWritten = nil
+	if res, err := s.Jobs().Wait(context.Background(), st.ID, 10*time.Second); err != nil || res.Stdout != "got corral\n" {
+		t.Fatalf("result %+v %v", res, err)
+	}
+
+	st = startJob(t, s, JobRequest{Request: Request{Command: "sleep 30"}, Interactive: true})
+	if err := s.Jobs().Input(st.ID, nil, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Jobs().Input(st.ID, nil, true); !errors.Is(err, ErrJobStdin) || !strings.Contains(err.Error(), "stdin is closed") {
+		t.Errorf("second close: %v", err)
+	}
+}
+
 // TestJobLifetime: a job past its lifetime is killed with its whole tree,
 // setsid child included.
 func TestJobLifetime(t *testing.T) {

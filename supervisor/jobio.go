@@ -117,26 +117,42 @@ func (h *Jobs) Input(id string, data []byte, closeStdin bool) error {
 	}
 	j.stdinMu.Lock()
 	defer j.stdinMu.Unlock()
+	if j.stdinClosed {
+		return stdinError("job %s: stdin is closed", id)
+	}
 	if j.watch != nil && (len(data) > 0 || closeStdin) {
 		// A read seen before the input is no wait after it; the wait in
 		// progress ends with it.
 		j.watch.beforeInput()
 		defer j.watch.afterInput()
 	}
+	// The job's end closes w too (finish), perhaps while this call runs:
+	// a write it cut short reports the exit; a close it did first is done.
 	w := j.stdinW
 	if len(data) > 0 {
 		w.SetWriteDeadline(time.Now().Add(stdinWriteTimeout))
 		if _, err := w.Write(data); err != nil {
+			if errors.Is(err, os.ErrClosed) {
+				return stdinError("job %s has exited", id)
+			}
 			return stdinError("job %s: %s", id, describeStdinErr(err))
 		}
 	}
+	if testHookInputWritten != nil {
+		testHookInputWritten(j)
+	}
 	if closeStdin {
-		if err := w.Close(); err != nil {
+		j.stdinClosed = true
+		if err := w.Close(); err != nil && !errors.Is(err, os.ErrClosed) {
 			return stdinError("job %s: %s", id, describeStdinErr(err))
 		}
 	}
 	return nil
 }
+
+// testHookInputWritten, when set by a test, runs in Jobs.Input between the
+// write and the close.
+var testHookInputWritten func(*job)
 
 func stdinError(format string, args ...any) error {
 	return &RequestError{Reason: fmt.Sprintf(format, args...), Kind: ErrJobStdin}

@@ -14,6 +14,7 @@ import (
 func (s *Supervisor) startWatch(j *job, p *proc) {
 	w := j.watch
 	w.tree = p.tree
+	w.outs = p.outs.dupReadEnds()
 	w.set = func(wt *Waiting) { s.setWaiting(j, p, wt) }
 	p.atEnd = func(end ending) {
 		if end == endTimedOut {

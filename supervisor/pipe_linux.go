@@ -81,6 +81,25 @@ func (o *outputs) file(i streamIndex) *os.File {
 	return o.f[i]
 }
 
+// dupReadEnds returns copies of the read ends still open, for the waiting
+// watch to count what was printed but not drained (a copy stays valid
+// whatever happens to the originals); the caller closes them. It runs
+// before the poll loop starts, while the read ends are raw descriptors.
+func (o *outputs) dupReadEnds() []*os.File {
+	var dups []*os.File
+	for i, fd := range o.fd {
+		if fd < 0 {
+			continue
+		}
+		d, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+		if err != nil {
+			continue // no count of that stream: a wait may be told before its output is read
+		}
+		dups = append(dups, os.NewFile(uintptr(d), streamIndex(i).String()))
+	}
+	return dups
+}
+
 // close closes the read ends. drainAll received every drain goroutine's end
 // first.
 func (o *outputs) close() {

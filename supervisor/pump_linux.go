@@ -225,6 +225,9 @@ func (p *proc) flush() {
 // reaches EOF, fails, or maxReadsPerWake reads were full.
 func (p *proc) readReady(i streamIndex, buf []byte) {
 	o := &p.outs
+	if testHookBeforeRead != nil {
+		testHookBeforeRead(p, i)
+	}
 	for range maxReadsPerWake {
 		n, err := unix.Read(o.fd[i], buf)
 		switch {

@@ -36,6 +36,9 @@ func (o *outputs) useTerminal(fd int) { o.f = [2]*os.File{os.NewFile(uintptr(fd)
 // watch does nothing: there is no pipe-holder scan here.
 func (o *outputs) watch(*proc) {}
 
+// dupReadEnds returns nothing: no waiting watch runs here.
+func (o *outputs) dupReadEnds() []*os.File { return nil }
+
 // close closes the read ends; drainAll received both streams' ends first.
 func (o *outputs) close() {
 	for _, f := range o.f {

@@ -167,6 +167,9 @@ func (p *proc) drain(i streamIndex, f *os.File) {
 	buf := *bp
 	var err error
 	for {
+		if testHookBeforeRead != nil {
+			testHookBeforeRead(p, i)
+		}
 		n, rerr := f.Read(buf)
 		if n > 0 {
 			p.take(i, buf[:n])
@@ -181,6 +184,10 @@ func (p *proc) drain(i streamIndex, f *os.File) {
 	p.live.eof(i)
 	p.drained <- err
 }
+
+// testHookBeforeRead, when set by a test, runs before the drain reads
+// stream i of p (in the poll loop and in the drain goroutines).
+var testHookBeforeRead func(p *proc, i streamIndex)
 
 // stopDrains ends the drain goroutines still reading: their next read fails
 // with os.ErrDeadlineExceeded.

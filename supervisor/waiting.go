@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -99,6 +100,7 @@ type inputWatch struct {
 	tree   *killtree.Tree
 	tgt    inputTarget
 	stdin  *os.File      // a pipe job's stdin (our end), for its unread bytes; nil for a PTY
+	outs   []*os.File    // copies of the output read ends, for bytes printed but not yet drained; closed by close
 	kind   func() string // the kind of a terminal read; nil: WaitLine
 	prompt func() string // the prompt to report
 	set    func(*Waiting)
@@ -155,10 +157,24 @@ func (w *inputWatch) afterInput() {
 	w.poke()
 }
 
+// outputPending says whether the job printed bytes that the drain has not
+// read yet.
+func (w *inputWatch) outputPending() bool {
+	for _, f := range w.outs {
+		if pipeUnread(f) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // close stops the watch and waits for it; the job's wait, if any, ends.
 func (w *inputWatch) close() {
 	close(w.stop)
 	<-w.done
+	for _, f := range w.outs {
+		f.Close()
+	}
 	w.mu.Lock()
 	if w.waiting {
 		w.waiting = false
@@ -195,6 +211,14 @@ func (w *inputWatch) run() {
 		if quiet := time.Since(time.Unix(0, w.lastOut.Load())); quiet < quietScan {
 			interval = quietScan
 			timer.Reset(quietScan - quiet)
+			continue
+		}
+		// Output still in the pipe (or the terminal) is output not drained
+		// yet: a wait published now would return a yield without what the
+		// program printed before it read.
+		if w.outputPending() {
+			interval = quietScan
+			timer.Reset(quietScan)
 			continue
 		}
 		w.mu.Lock()
@@ -259,8 +283,8 @@ func (w *inputWatch) describe(r reader, since time.Time) *Waiting {
 }
 
 // lastLinePrompt returns the prompt of a pipe job: the last unterminated
-// line of the stream written last, cleaned (budget.CleanLine), its last
-// MaxPromptChars characters.
+// line of the stream written last, cleaned (budget.CleanLine), without
+// trailing spaces (as a terminal's row), its last MaxPromptChars characters.
 func lastLinePrompt(out, err *retained) string {
 	r := out
 	if err.lastWrite.Load() > out.lastWrite.Load() {
@@ -274,7 +298,7 @@ func lastLinePrompt(out, err *retained) string {
 	if i := bytes.LastIndexByte(data, '\n'); i >= 0 {
 		data = data[i+1:]
 	}
-	return clipPrompt(budget.CleanLine(data))
+	return clipPrompt(strings.TrimRight(budget.CleanLine(data), " "))
 }
 
 // clipPrompt keeps the last MaxPromptChars characters of s.

@@ -232,6 +232,45 @@ func neverWaits(t *testing.T, s *Supervisor, neg negative, tty bool, d time.Dura
 	s.Jobs().Kill(st.ID)
 }
 
+// TestWaitingAfterItsOutput: a wait is not told while what the program
+// printed before its read is still in the pipe or the terminal, undrained
+// (a yield returning at it would lack the prompt): with the drain held back,
+// the read is seen but no wait; once the drain reads, the wait comes with
+// its prompt.
+func TestWaitingAfterItsOutput(t *testing.T) {
+	s := newSup(t, Config{})
+	for _, tty := range []bool{false, true} {
+		t.Run(fmt.Sprintf("tty=%v", tty), func(t *testing.T) {
+			const cmd = "sleep 0.2; printf 'held? '; read x"
+			release := make(chan struct{})
+			testHookBeforeRead = func(p *proc, i streamIndex) {
+				if p.v.Command == cmd && i == stdoutStream {
+					<-release
+				}
+			}
+			defer func() { testHookBeforeRead = nil }()
+			req := JobRequest{Request: Request{Command: cmd}, Interactive: !tty}
+			if tty {
+				req.TTY = &TTYSize{}
+			}
+			st := startJob(t, s, req)
+			awaitComm(t, s, st.ID, "bash")
+			time.Sleep(700 * time.Millisecond) // the sleep, the printf, the read, and many scans
+			info, err := s.Jobs().Get(st.ID)
+			close(release)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.Waiting != nil {
+				t.Fatalf("a wait told while its prompt was undrained: %+v", *info.Waiting)
+			}
+			if w, _ := awaitWaiting(t, s, st.ID); w.Prompt != "held?" {
+				t.Errorf("wait %+v, want the prompt held?", w)
+			}
+		})
+	}
+}
+
 // TestTTYCtrlC: \u0003 typed into the terminal is a real Ctrl-C: the line
 // discipline sends SIGINT to the foreground group; a lone sleep dies of it
 // (signal SIGINT), and a shell that traps it survives and goes on.
