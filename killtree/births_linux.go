@@ -1,9 +1,10 @@
 package killtree
 
 import (
-	"github.com/corral-sh/corral/killtree/internal/procfs"
 	"sync"
 	"time"
+
+	"github.com/corral-sh/corral/killtree/internal/procfs"
 
 	"golang.org/x/sys/unix"
 )
@@ -119,7 +120,7 @@ func (t *Tree) strays(deadline time.Time) (killed int, left []Process) {
 			pids = procfs.ParsePids(data)
 		}
 	} else {
-		pids = childrenOf(selfPid, 1, buf)
+		pids = procfs.Children(selfPid, 1, buf)
 	}
 	var victims []int
 	for _, pid := range pids {
@@ -132,7 +133,7 @@ func (t *Tree) strays(deadline time.Time) (killed int, left []Process) {
 		}
 		if v := b.at(t, p.start); v.otherOpen {
 			if v.during {
-				left = append(left, Process{Pid: pid, Comm: comm(pid)})
+				left = append(left, Process{Pid: pid, Comm: procfs.Comm(pid)})
 			}
 			continue
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/corral-sh/corral/killtree/internal/procfs"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/corral-sh/corral/killtree/internal/procfs"
 
 	"golang.org/x/sys/unix"
 )
@@ -52,32 +53,10 @@ func findMounts() *mounts {
 	return mountsVal
 }
 
-// parseMountinfo picks the cgroup mounts out of /proc/self/mountinfo text
-// (proc(5): "... mountpoint options [optional...] - fstype source superoptions").
+// parseMountinfo picks the cgroup mounts out of /proc/self/mountinfo text.
 func parseMountinfo(text string) *mounts {
-	m := &mounts{v2ctrl: map[string]bool{}, v1: map[string]string{}}
-	for _, line := range strings.Split(text, "\n") {
-		pre, post, ok := strings.Cut(line, " - ")
-		if !ok {
-			continue
-		}
-		f, g := strings.Fields(pre), strings.Fields(post)
-		if len(f) < 5 || len(g) < 3 || f[3] != "/" {
-			continue
-		}
-		switch g[0] {
-		case "cgroup2":
-			if m.v2 == "" {
-				m.v2 = f[4]
-			}
-		case "cgroup":
-			for _, o := range strings.Split(g[2], ",") {
-				if _, dup := m.v1[o]; !dup && o != "rw" && o != "ro" {
-					m.v1[o] = f[4]
-				}
-			}
-		}
-	}
+	m := &mounts{v2ctrl: map[string]bool{}}
+	m.v2, m.v1 = procfs.CgroupMounts(text)
 	return m
 }
 

@@ -2,12 +2,12 @@ package killtree
 
 import (
 	"errors"
-	"github.com/corral-sh/corral/killtree/internal/procfs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/corral-sh/corral/killtree/internal/procfs"
 
 	"golang.org/x/sys/unix"
 )
@@ -90,12 +90,12 @@ func thawOne(dir string) bool {
 // and hold pid, directly or as an ancestor of its cgroup: thawing them is
 // what lets pid act on its SIGKILL. Cgroup roots cannot be frozen.
 func frozenHolders(mnt *mounts, pid int) []string {
-	b, err := procfs.ReadFile("/proc/"+strconv.Itoa(pid)+"/cgroup", nil)
+	text, err := procfs.Cgroups(pid)
 	if err != nil {
 		return nil
 	}
 	var out []string
-	for _, line := range strings.Split(string(b), "\n") {
+	for _, line := range strings.Split(text, "\n") {
 		_, rest, ok := strings.Cut(line, ":")
 		if !ok {
 			continue

@@ -1,9 +1,9 @@
 package killtree
 
 import (
-	"github.com/corral-sh/corral/killtree/internal/procfs"
-	"strconv"
 	"strings"
+
+	"github.com/corral-sh/corral/killtree/internal/procfs"
 )
 
 // thawFrozen thaws the frozen cgroups (v1 freezer, v2 cgroup.freeze) that
@@ -109,7 +109,7 @@ func (t *Tree) leftovers(live []int) []Process {
 		if !ok || p.zombie() {
 			continue
 		}
-		out = append(out, Process{Pid: pid, Comm: comm(pid)})
+		out = append(out, Process{Pid: pid, Comm: procfs.Comm(pid)})
 		t.mu.Lock()
 		t.st.left[pid] = p.start
 		t.mu.Unlock()
@@ -140,19 +140,10 @@ func (t *Tree) survivors() []Process {
 			t.mu.Unlock()
 			continue
 		}
-		out = append(out, Process{Pid: pid, Comm: comm(pid)})
+		out = append(out, Process{Pid: pid, Comm: procfs.Comm(pid)})
 	}
 	sortProcesses(out)
 	return out
-}
-
-// comm returns /proc/<pid>/comm without its newline, or "?".
-func comm(pid int) string {
-	b, err := procfs.ReadFile("/proc/"+strconv.Itoa(pid)+"/comm", nil)
-	if err != nil {
-		return "?"
-	}
-	return strings.TrimSuffix(string(b), "\n")
 }
 
 // leftBehind reports whether a kill that gave up left pid (with this start

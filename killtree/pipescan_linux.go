@@ -2,10 +2,10 @@ package killtree
 
 import (
 	"fmt"
-	"os"
 	"strconv"
 	"time"
 
+	"github.com/corral-sh/corral/killtree/internal/procfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -32,42 +32,6 @@ func pipeInodes(fds []int) (map[string]bool, error) {
 	return out, nil
 }
 
-// pipeHolders scans /proc/*/fd for links to the watched pipes and returns
-// the PIDs holding one, this process excluded.
-func pipeHolders(links map[string]bool) ([]int, error) {
-	d, err := os.Open("/proc")
-	if err != nil {
-		return nil, fmt.Errorf("killtree: pipe scan: %w", err)
-	}
-	names, err := d.Readdirnames(-1)
-	d.Close()
-	if err != nil {
-		return nil, fmt.Errorf("killtree: pipe scan: %w", err)
-	}
-	self := os.Getpid()
-	var out []int
-	for _, n := range names {
-		pid, err := strconv.Atoi(n)
-		if err != nil || pid == self {
-			continue
-		}
-		dir := "/proc/" + n + "/fd/"
-		fd, err := os.Open(dir)
-		if err != nil {
-			continue
-		}
-		fds, _ := fd.Readdirnames(-1)
-		fd.Close()
-		for _, x := range fds {
-			if l, err := os.Readlink(dir + x); err == nil && links[l] {
-				out = append(out, pid)
-				break
-			}
-		}
-	}
-	return out, nil
-}
-
 // killPipeHolders SIGKILLs every holder of a watched pipe until a scan finds
 // none (a holder can fork between scan and kill) or deadline passes, then
 // reaps what it can. It returns how many holders it counted as escapees:
@@ -83,7 +47,7 @@ func (t *Tree) killPipeHolders(pipes []int, deadline time.Time) (int, error) {
 	n := 0
 	sigkilled := map[int]bool{}
 	for {
-		pids, err := pipeHolders(links)
+		pids, err := procfs.Holders(links, selfPid)
 		if err != nil {
 			return n, err
 		}

@@ -2,9 +2,9 @@ package killtree
 
 import (
 	"context"
-	"github.com/corral-sh/corral/killtree/internal/procfs"
 	"os"
-	"strconv"
+
+	"github.com/corral-sh/corral/killtree/internal/procfs"
 
 	"golang.org/x/sys/unix"
 )
@@ -42,13 +42,11 @@ var selfPid = os.Getpid()
 
 // openOwnChildren opens this process's main thread's children list,
 // /proc/<pid>/task/<pid>/children, to keep for a Manager's life: re-read
-// with pread, it costs a tenth of an open by path (BenchmarkChildrenRead;
-// README, Performance). It
-// returns nil without CONFIG_PROC_CHILDREN (the scans then fall back to a
+// with pread, it costs a tenth of an open by path (BenchmarkChildrenRead).
+// It returns nil without CONFIG_PROC_CHILDREN (the scans then fall back to a
 // full /proc pass).
 func openOwnChildren() *procfs.File {
-	path := "/proc/" + strconv.Itoa(selfPid) + "/task/" + strconv.Itoa(selfPid) + "/children"
-	k, err := procfs.Open(path, unix.O_RDONLY)
+	k, err := procfs.Open(procfs.ChildrenPath(selfPid), unix.O_RDONLY)
 	if err != nil {
 		return nil
 	}
@@ -90,7 +88,7 @@ func scanDescendants(ctx context.Context, own *procfs.File, leader int, leaderEx
 	if b, err := own.ReadAll(buf); err == nil {
 		queue = procfs.ParsePids(b)
 	} else {
-		queue = childrenOf(selfPid, 1, buf) // the Manager is closed
+		queue = procfs.Children(selfPid, 1, buf) // the Manager is closed
 	}
 	seen := map[int]bool{}
 	if leaderExited {
@@ -119,7 +117,7 @@ func scanDescendants(ctx context.Context, own *procfs.File, leader int, leaderEx
 		}
 		out = append(out, p)
 		if !p.zombie() { // a zombie's children were reparented when it exited
-			queue = append(queue, childrenOf(pid, p.threads, buf)...)
+			queue = append(queue, procfs.Children(pid, p.threads, buf)...)
 		}
 	}
 	return out, nil
@@ -128,29 +126,6 @@ func scanDescendants(ctx context.Context, own *procfs.File, leader int, leaderEx
 // scanCheck is how many processes a scan reads between two looks at its
 // context.
 const scanCheck = 32
-
-// childrenOf lists the children of every thread of pid (threads 1: only the
-// main thread, without listing /proc/<pid>/task).
-func childrenOf(pid, threads int, buf []byte) []int {
-	base := "/proc/" + strconv.Itoa(pid) + "/task/"
-	tids := []string{strconv.Itoa(pid)}
-	if threads != 1 {
-		d, err := os.Open(base)
-		if err != nil {
-			return nil
-		}
-		tids, _ = d.Readdirnames(-1)
-		d.Close()
-	}
-	var out []int
-	for _, tid := range tids {
-		b, err := procfs.ReadFile(base+tid+"/children", buf)
-		if err == nil {
-			out = append(out, procfs.ParsePids(b)...)
-		}
-	}
-	return out
-}
 
 // readStat parses /proc/<pid>/stat, read into buf.
 func readStat(pid int, buf []byte) (proc, bool) {
