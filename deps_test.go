@@ -36,9 +36,8 @@ var layers = map[string][]string{
 	"api": {"supervisor", "spill", "budget", "journal", "api/...", "internal/loopback", "github.com/rs/zerolog",
 		"github.com/modelcontextprotocol/go-sdk", "github.com/google/jsonschema-go",
 		"github.com/prometheus/client_golang"},
-	// The envd Connect service and its generated code; killtree for the
-	// signals SendSignal names.
-	"api/envd/...": {"supervisor", "spill", "budget", "journal", "killtree", "api/envd/...", "internal/loopback", "internal/confine",
+	// The envd Connect service and its generated code.
+	"api/envd/...": {"supervisor", "spill", "budget", "journal", "api/envd/...", "internal/loopback", "internal/confine",
 		"connectrpc.com/connect", "google.golang.org/protobuf"},
 	// agent-sandbox's sandboxd process service (gRPC) and files API, and
 	// its generated code.

@@ -123,24 +123,16 @@ func NewErrorBody(err error) ErrorBody {
 	return ErrorBody{Error: ErrorDetail{Code: Code(err), Message: Message(err)}}
 }
 
-// Message is the message of err as the wire carries it: the reason of a
-// typed error (the server's own, a *supervisor.RequestError or a
-// *supervisor.JobError), without the Go package prefixes that err.Error()
-// keeps for logs ("timeout must be between 1 and 300 seconds, got 301").
-// An error of no such type (an internal failure) keeps its whole text.
+// Message is the message of err as the wire carries it: the reason of the
+// server's own errors, else supervisor.Reason, which every face shares
+// (without the Go package prefixes that err.Error() keeps for logs:
+// "timeout must be between 1 and 300 seconds, got 301").
 func Message(err error) string {
 	var we *wireError
-	var re *supervisor.RequestError
-	var je *supervisor.JobError
-	switch {
-	case errors.As(err, &we):
+	if errors.As(err, &we) {
 		return we.reason
-	case errors.As(err, &re):
-		return re.Reason
-	case errors.As(err, &je):
-		return je.Reason
 	}
-	return err.Error()
+	return supervisor.Reason(err)
 }
 
 // Status is the HTTP status of err: 400, 401, 403, 404, 408 (a job still

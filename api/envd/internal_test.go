@@ -48,3 +48,17 @@ func TestTablePrunes(t *testing.T) {
 		}
 	}
 }
+
+// TestConnectCodes: every class of supervisor error has its Connect code,
+// and a closed supervisor reads as envd's unavailable with one sentence.
+func TestConnectCodes(t *testing.T) {
+	for c := supervisor.ClassInternal; c <= supervisor.ClassDeadline; c++ {
+		if _, ok := connectCodes[c]; !ok {
+			t.Errorf("class %d has no Connect code", c)
+		}
+	}
+	err := toConnect(fmt.Errorf("start: %w", supervisor.ErrClosed))
+	if got := err.Error(); got != "unavailable: corral is shutting down" {
+		t.Errorf("closed: %q", got)
+	}
+}

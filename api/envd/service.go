@@ -23,7 +23,6 @@ import (
 	"github.com/corral-sh/corral/api/envd/processpb/processpbconnect"
 	"github.com/corral-sh/corral/internal/confine"
 	"github.com/corral-sh/corral/internal/loopback"
-	"github.com/corral-sh/corral/killtree"
 	"github.com/corral-sh/corral/spill"
 	"github.com/corral-sh/corral/supervisor"
 )
@@ -276,30 +275,18 @@ func toConnect(err error) error {
 	if errors.As(err, &ce) {
 		return err
 	}
-	msg := err.Error()
-	var re *supervisor.RequestError
-	var je *supervisor.JobError
-	switch {
-	case errors.As(err, &re):
-		msg = re.Reason
-	case errors.As(err, &je):
-		msg = je.Reason
-	}
-	msg = strings.TrimPrefix(msg, "supervisor: ")
-	code := connect.CodeInternal
-	switch {
-	case errors.Is(err, supervisor.ErrInvalidRequest):
-		code = connect.CodeInvalidArgument
-	case errors.Is(err, supervisor.ErrNotFound):
-		code = connect.CodeNotFound
-	case errors.Is(err, supervisor.ErrTooManyJobs):
-		code = connect.CodeResourceExhausted
-	case errors.Is(err, killtree.ErrClosed):
-		code, msg = connect.CodeUnavailable, "the server is shutting down"
-	case errors.Is(err, context.Canceled):
-		code = connect.CodeCanceled
-	case errors.Is(err, context.DeadlineExceeded):
-		code = connect.CodeDeadlineExceeded
-	}
-	return connect.NewError(code, errors.New(msg))
+	return connect.NewError(connectCodes[supervisor.Classify(err)], errors.New(supervisor.Reason(err)))
+}
+
+// connectCodes are the Connect codes of the supervisor's error classes
+// (every class is listed: TestConnectCodes).
+var connectCodes = map[supervisor.Class]connect.Code{
+	supervisor.ClassInternal:     connect.CodeInternal,
+	supervisor.ClassInvalid:      connect.CodeInvalidArgument,
+	supervisor.ClassNotFound:     connect.CodeNotFound,
+	supervisor.ClassExhausted:    connect.CodeResourceExhausted,
+	supervisor.ClassStillRunning: connect.CodeDeadlineExceeded,
+	supervisor.ClassUnavailable:  connect.CodeUnavailable,
+	supervisor.ClassCanceled:     connect.CodeCanceled,
+	supervisor.ClassDeadline:     connect.CodeDeadlineExceeded,
 }

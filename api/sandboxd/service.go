@@ -197,30 +197,17 @@ func toStatus(err error) error {
 	if _, ok := status.FromError(err); ok {
 		return err
 	}
-	msg := err.Error()
-	var re *supervisor.RequestError
-	var je *supervisor.JobError
-	switch {
-	case errors.As(err, &re):
-		msg = re.Reason
-	case errors.As(err, &je):
-		msg = je.Reason
-	}
-	msg = strings.TrimPrefix(msg, "supervisor: ")
-	code := codes.Internal
-	switch {
-	case errors.Is(err, supervisor.ErrInvalidRequest):
-		code = codes.InvalidArgument
-	case errors.Is(err, supervisor.ErrNotFound):
-		code = codes.NotFound
-	case errors.Is(err, supervisor.ErrTooManyJobs):
-		code = codes.ResourceExhausted
-	case errors.Is(err, supervisor.ErrClosed):
-		code, msg = codes.Unavailable, "the server is shutting down"
-	case errors.Is(err, context.Canceled):
-		code = codes.Canceled
-	case errors.Is(err, context.DeadlineExceeded):
-		code = codes.DeadlineExceeded
-	}
-	return status.Error(code, msg)
+	return status.Error(grpcCodes[supervisor.Classify(err)], supervisor.Reason(err))
+}
+
+// grpcCodes are the gRPC codes of the supervisor's error classes.
+var grpcCodes = map[supervisor.Class]codes.Code{
+	supervisor.ClassInternal:     codes.Internal,
+	supervisor.ClassInvalid:      codes.InvalidArgument,
+	supervisor.ClassNotFound:     codes.NotFound,
+	supervisor.ClassExhausted:    codes.ResourceExhausted,
+	supervisor.ClassStillRunning: codes.DeadlineExceeded,
+	supervisor.ClassUnavailable:  codes.Unavailable,
+	supervisor.ClassCanceled:     codes.Canceled,
+	supervisor.ClassDeadline:     codes.DeadlineExceeded,
 }
