@@ -1,7 +1,7 @@
 package api
 
 import (
-	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -68,9 +68,6 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	b, err := body.request(s.sup.Bounds().MaxTimeout)
-	if err == nil {
-		err = s.sup.CheckBatch(b)
-	}
 	if err != nil {
 		s.metrics.outcome(OutcomeInvalid)
 		writeError(w, err)
@@ -79,19 +76,21 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
 	for i := range b.Requests {
 		b.Requests[i].Owner = s.httpOwner(r)
 	}
+	// The slots are taken once the batch is valid, all at once, and held
+	// while it runs.
+	b.Reserve = func(ctx context.Context, concurrency int) (context.Context, int, func(), error) {
+		slots := min(len(b.Requests), concurrency, cap(s.slots))
+		ctx, release, err := s.acquireN(ctx, slots)
+		return ctx, slots, release, err
+	}
 	// A client that disconnects gets the batch aborted without the grace
 	// (supervisor.ErrClientGone).
 	ctx, end := whileConnected(r.Context())
 	defer end(nil)
-	slots := min(len(b.Requests), cmp.Or(b.Concurrency, supervisor.DefaultBatchConcurrency), cap(s.slots))
-	b.Concurrency = slots
-	ctx, release, err := s.acquireN(ctx, slots)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	defer release()
 	res, err := s.sup.RunBatch(ctx, b)
+	if errors.Is(err, supervisor.ErrInvalidRequest) {
+		s.metrics.outcome(OutcomeInvalid)
+	}
 	if err != nil {
 		writeError(w, err)
 		return
@@ -103,7 +102,7 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
 }
 
 // getBatch serves GET /v1/sessions/{id}/batches/{bid}: the batch's JSON as
-// the journal holds it (supervisor.BatchJSON), byte for byte what POST
+// the journal holds it (supervisor.Sessions.Batch), byte for byte what POST
 // /v1/batch answered once the batch ended, also after a restart.
 func (s *Server) getBatch(w http.ResponseWriter, r *http.Request) {
 	id, bid := r.PathValue("id"), r.PathValue("bid")
@@ -111,7 +110,7 @@ func (s *Server) getBatch(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &wireError{kind: spill.ErrInvalidName, reason: fmt.Sprintf("session %q %s", id, spill.NameRule), cause: err})
 		return
 	}
-	body, err := s.sup.BatchJSON(id, bid)
+	body, err := s.sup.Sessions().Batch(id, bid)
 	switch {
 	case errors.Is(err, supervisor.ErrNoJournal):
 		writeError(w, &wireError{kind: journal.ErrNotFound, reason: "this server keeps no journal (it has no data directory)"})

@@ -81,7 +81,7 @@ func TestHealthz(t *testing.T) {
 	if err := json.Unmarshal(b, &got); err != nil || code != 200 {
 		t.Fatalf("status %d, %v: %s", code, err, b)
 	}
-	want := api.Health{Status: "ok", Version: "test", Tier: string(e.sup.Tier())}
+	want := api.Health{Status: "ok", Version: "test", Tier: string(e.sup.Bounds().Tier)}
 	if diff := cmp.Diff(want, got); diff != "" || got.Tier == "" {
 		t.Errorf("healthz (-want +got):\n%s", diff)
 	}

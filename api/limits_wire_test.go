@@ -56,7 +56,7 @@ func TestLimitsWire(t *testing.T) {
 	if res.Stdout != "ok\n" || res.Usage == nil {
 		t.Fatalf("Result %+v, want ok and a usage", res)
 	}
-	if e.sup.Tier() == killtree.TierPgroup && strings.Join(res.LimitsNotEnforced, ",") != "cpus,pids" {
+	if e.sup.Bounds().Tier == killtree.TierPgroup && strings.Join(res.LimitsNotEnforced, ",") != "cpus,pids" {
 		t.Errorf("pgroup: limitsNotEnforced %v", res.LimitsNotEnforced)
 	}
 	id := e.startJob(`{"command":"sleep 30","limits":{"pids":50}}`).ID

@@ -44,7 +44,7 @@ var ErrSpillsDisabled error = &wireError{kind: spill.ErrNotFound, reason: "this 
 // (spill.Store.Open: no symlink followed, regular files only, never
 // blocking on a FIFO) and returns it with its name, size and extent.
 func (s *Server) open(path string) (*os.File, int64, spill.Extent, error) {
-	st := s.sup.Spills()
+	st := s.sup.Sessions().Spills()
 	if st == nil {
 		return nil, 0, spill.Extent{}, ErrSpillsDisabled
 	}

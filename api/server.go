@@ -265,7 +265,7 @@ type Health struct {
 }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, Health{Status: "ok", Version: s.version, Tier: string(s.sup.Tier())})
+	writeJSON(w, http.StatusOK, Health{Status: "ok", Version: s.version, Tier: string(s.sup.Bounds().Tier)})
 }
 
 // acquire takes a command slot and registers the run with Shutdown. It

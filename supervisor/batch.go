@@ -47,6 +47,14 @@ type BatchRequest struct {
 	// Budget bounds the view in bytes (the marker aside); 0 is
 	// DefaultBatchBudget, else MinBatchBudget to MaxBatchBudget.
 	Budget int
+	// Reserve, when set, is called once the batch is valid and before
+	// anything is journaled or started, with its concurrency: a front end
+	// that must hold resources for the batch takes them there. It returns
+	// the context the batch runs under, the concurrency it may use (at
+	// most the one given; at least 1), and a release that RunBatch calls
+	// before it returns. An error refuses the batch: RunBatch returns it and
+	// nothing starts.
+	Reserve func(ctx context.Context, concurrency int) (context.Context, int, func(), error)
 }
 
 // BatchResult is what a batch produced. Its JSON (JSON) is DESIGN.md's
@@ -121,12 +129,21 @@ func (r BatchResult) viewJSON() []byte {
 // synced commit before the first command starts (an entry's startedAt is
 // therefore the batch's start); each entry is completed as its command ends, and the
 // batch record with its view once all have. A batch cut short by the
-// server's death is completed at the next start as interrupted (BatchJSON).
+// server's death is completed at the next start as interrupted (Sessions.Batch).
 // Safe for concurrent use.
 func (s *Supervisor) RunBatch(ctx context.Context, b BatchRequest) (BatchResult, error) {
 	b, err := s.validateBatch(b)
 	if err != nil {
 		return BatchResult{}, err
+	}
+	if b.Reserve != nil {
+		var release func()
+		var granted int
+		if ctx, granted, release, err = b.Reserve(ctx, b.Concurrency); err != nil {
+			return BatchResult{}, err
+		}
+		defer release()
+		b.Concurrency = min(max(granted, 1), b.Concurrency)
 	}
 	n := len(b.Requests)
 	res := BatchResult{ID: s.newBatchID(), Session: b.Session, Results: make([]Result, n)}
@@ -170,7 +187,7 @@ func (s *Supervisor) RunBatch(ctx context.Context, b BatchRequest) (BatchResult,
 		if err := s.journal.EndBatch(b.Session, batch.ID, time.Now(), res.viewJSON()); err != nil {
 			s.journalFailed(err, "end batch")
 		} else if journaled {
-			res.raw, err = s.BatchJSON(b.Session, batch.ID)
+			res.raw, err = s.Sessions().Batch(b.Session, batch.ID)
 			if err != nil {
 				s.journalFailed(err, "read batch")
 			}
@@ -227,7 +244,7 @@ func (s *Supervisor) runEntry(ctx context.Context, r Request, st *journal.Starte
 // for the reason why; its entry, when it has one still open, is completed
 // with it.
 func (s *Supervisor) notStarted(st *journal.Started, why string) Result {
-	res := Result{Stderr: "[corral: the command did not start: " + why + ".]", Kill: KillInfo{Tier: string(s.Tier())}}
+	res := Result{Stderr: "[corral: the command did not start: " + why + ".]", Kill: KillInfo{Tier: string(s.trees.Tier())}}
 	if st == nil {
 		return res
 	}
@@ -267,14 +284,15 @@ func (s *Supervisor) reread(results []Result, entries []*journal.Started) bool {
 	return whole
 }
 
-// BatchJSON returns a journaled batch's JSON: while it runs, its results
+// Batch returns a journaled batch's JSON: while it runs, its results
 // so far (null for those not ended) and "running": true; once it ended,
 // exactly the JSON RunBatch's BatchResult.JSON gave, every time; when the
 // server died before it ended, the results the journal holds (those cut
 // short completed as interrupted) and "interrupted": true. Errors wrap
 // journal.ErrNotFound for an unknown session or batch, and ErrNoJournal
 // without a journal.
-func (s *Supervisor) BatchJSON(session, id string) ([]byte, error) {
+func (h *Sessions) Batch(session, id string) ([]byte, error) {
+	s := h.s
 	if s.journal == nil {
 		return nil, ErrNoJournal
 	}
@@ -347,13 +365,6 @@ func marshalJSON(v any) ([]byte, error) {
 		return nil, err
 	}
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
-}
-
-// CheckBatch validates b as RunBatch does, without running anything: a
-// front end that must reserve resources for a batch checks it first.
-func (s *Supervisor) CheckBatch(b BatchRequest) error {
-	_, err := s.validateBatch(b)
-	return err
 }
 
 // validateBatch checks b and every request in it, and fills the defaults.

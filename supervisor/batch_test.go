@@ -125,6 +125,50 @@ func TestRunBatchInvalid(t *testing.T) {
 	}
 }
 
+// TestRunBatchReserve: Reserve runs only for a valid batch, before anything
+// starts; its error refuses the batch; the concurrency it grants bounds the
+// commands running at once; its release runs when RunBatch returns.
+func TestRunBatchReserve(t *testing.T) {
+	t.Parallel()
+	s := newSup(t, Config{})
+	dir := t.TempDir()
+	busy := errors.New("no slots")
+	calls := 0
+	refuse := func(ctx context.Context, n int) (context.Context, int, func(), error) {
+		calls++
+		return ctx, 0, nil, busy
+	}
+	_, err := s.RunBatch(context.Background(), BatchRequest{Requests: []Request{{Command: "touch " + dir + "/ran"}}, Reserve: refuse})
+	if !errors.Is(err, busy) || calls != 1 || s.Stats().Started != 0 {
+		t.Fatalf("refused: %v, %d calls, %d started", err, calls, s.Stats().Started)
+	}
+	if _, err := s.RunBatch(context.Background(), BatchRequest{Reserve: refuse}); !errors.Is(err, ErrInvalidRequest) || calls != 1 {
+		t.Errorf("an invalid batch: %v, Reserve called %d times, want once in all", err, calls)
+	}
+
+	// Granted 1 of 4: the commands never overlap (each holds a directory
+	// as a lock while it runs).
+	var asked, released int
+	one := func(ctx context.Context, n int) (context.Context, int, func(), error) {
+		asked = n
+		return ctx, 1, func() { released++ }, nil
+	}
+	lock := `mkdir "$D/lock" || echo overlap; sleep 0.2; rmdir "$D/lock"`
+	var reqs []Request
+	for range 4 {
+		reqs = append(reqs, Request{Command: lock, Env: map[string]string{"D": dir}})
+	}
+	res, err := s.RunBatch(context.Background(), BatchRequest{Requests: reqs, Concurrency: 4, Reserve: one})
+	if err != nil || asked != 4 || released != 1 {
+		t.Fatalf("granted one: %v, asked %d, released %d", err, asked, released)
+	}
+	for i, r := range res.Results {
+		if r.Stdout != "" || r.ExitCode == nil || *r.ExitCode != 0 {
+			t.Errorf("result %d: %q %q", i, r.Stdout, r.Stderr)
+		}
+	}
+}
+
 func TestRunBatchCancel(t *testing.T) {
 	t.Parallel()
 	s := newSup(t, Config{Grace: NoGrace})
@@ -189,18 +233,18 @@ func TestRunBatchJournaled(t *testing.T) {
 		}
 	}
 	// The batch's JSON is the journal's, byte for byte, and decodes to it.
-	got, err := s.BatchJSON("jb", res.ID)
+	got, err := s.Sessions().Batch("jb", res.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, res.JSON()) {
-		t.Errorf("BatchJSON\n%s\nJSON\n%s", got, res.JSON())
+		t.Errorf("Sessions.Batch\n%s\nJSON\n%s", got, res.JSON())
 	}
 	var back BatchResult
 	want := res
 	want.raw = nil
 	if err := json.Unmarshal(got, &back); err != nil || !cmp.Equal(back, want, cmp.AllowUnexported(BatchResult{})) {
-		t.Errorf("BatchJSON decodes to %+v (%v)", back, err)
+		t.Errorf("Sessions.Batch decodes to %+v (%v)", back, err)
 	}
 	if !bytes.Contains(got, []byte(`<&>`)) {
 		t.Errorf("HTML-escaped JSON: %s", got)
@@ -209,7 +253,7 @@ func TestRunBatchJournaled(t *testing.T) {
 	if after, _ := j.Get("jb", before.ID); !bytes.Equal(after, beforeBytes) {
 		t.Errorf("entry %s changed:\n%s\n%s", before.ID, beforeBytes, after)
 	}
-	if _, err := s.BatchJSON("jb", "b-nope-1"); !errors.Is(err, journal.ErrNotFound) {
+	if _, err := s.Sessions().Batch("jb", "b-nope-1"); !errors.Is(err, journal.ErrNotFound) {
 		t.Errorf("unknown batch: %v", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/corral-sh/corral/budget"
+	"github.com/corral-sh/corral/killtree"
 	"github.com/corral-sh/corral/spill"
 )
 
@@ -20,6 +21,9 @@ type Bounds struct {
 	JobRetention     time.Duration // how long an exited job stays readable
 	MaxRetainedJobs  int           // exited jobs kept readable at most
 	MaxRetainedBytes int64         // the output they may keep, all together
+	Limits           Limits        // each command's default and largest resource limits (0: none)
+	Tier             killtree.Tier // the containment tier commands run in
+	User, UserDir    string        // the user commands run as and the directory of a request without Dir; "" when they run as this process's user
 }
 
 // Bounds returns the limits s applies. It is safe for concurrent use.
@@ -34,6 +38,11 @@ func (s *Supervisor) Bounds() Bounds {
 		JobRetention:     s.jobs.retention,
 		MaxRetainedJobs:  s.jobs.maxRetained,
 		MaxRetainedBytes: s.jobs.maxBytes,
+		Limits:           s.ceilings(),
+		Tier:             s.trees.Tier(),
+	}
+	if s.user != nil {
+		b.User, b.UserDir = s.user.name, s.user.dir
 	}
 	if b.Budget.MaxBytes <= 0 {
 		b.Budget.MaxBytes = budget.DefaultMaxBytes

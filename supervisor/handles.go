@@ -1,5 +1,7 @@
 package supervisor
 
+import "github.com/corral-sh/corral/spill"
+
 // Jobs is the background-job face of a Supervisor (Supervisor.Jobs): start
 // a command that outlives the call, read its output by cursor, write to its
 // stdin, wait for it, kill it. The zero value is not usable; it is safe for
@@ -17,3 +19,7 @@ type Sessions struct{ s *Supervisor }
 
 // Sessions returns the handle for sessions.
 func (s *Supervisor) Sessions() *Sessions { return &Sessions{s: s} }
+
+// Spills is the spill store the sessions' spill files live in (reads of
+// them, their sweep); nil when spills are disabled.
+func (h *Sessions) Spills() *spill.Store { return h.s.spills }

@@ -83,9 +83,6 @@ func (s *Supervisor) ceilings() Limits {
 	return Limits{MemoryBytes: max(c.MemoryMax, 0), CPUs: max(c.CPUs, 0), Pids: max(pids, 0)}
 }
 
-// Limits returns the supervisor's default and largest limits (0: none).
-func (s *Supervisor) Limits() Limits { return s.ceilings() }
-
 // checkLimits validates a request's limits against the bounds and the
 // supervisor's ceilings; its error is a reason for a RequestError.
 func (s *Supervisor) checkLimits(l Limits) error {

@@ -68,7 +68,7 @@ func TestRunAsUser(t *testing.T) {
 		t.Run(string(tier), func(t *testing.T) {
 			s := newSup(t, Config{User: "nobody", Grace: NoGrace, DataDir: t.TempDir(),
 				Containment: killtree.Config{Tier: tier}})
-			name, dir := s.User()
+			name, dir := s.Bounds().User, s.Bounds().UserDir
 			if name != "nobody" || dir == "" {
 				t.Fatalf("User() = %q, %q", name, dir)
 			}
@@ -129,7 +129,7 @@ func TestRunAsRefused(t *testing.T) {
 		}
 	}
 	s := newSup(t, Config{User: "65534"})
-	if name, _ := s.User(); name == "" {
+	if s.Bounds().User == "" {
 		t.Errorf("a numeric user ID was not resolved")
 	}
 	_, err := s.Run(context.Background(), Request{Command: "true", Dir: t.TempDir()})

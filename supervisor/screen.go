@@ -4,10 +4,11 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/corral-sh/corral/budget"
 	"regexp"
 	"strings"
 	"sync"
+
+	"github.com/corral-sh/corral/budget"
 
 	"github.com/charmbracelet/x/vt"
 )

@@ -293,21 +293,6 @@ func New(cfg Config) (*Supervisor, error) {
 	return s, nil
 }
 
-// Tier names the containment tier commands run in.
-func (s *Supervisor) Tier() killtree.Tier { return s.trees.Tier() }
-
-// User names the user commands run as and the working directory of a request
-// without Dir; both are "" when commands run as this process's user.
-func (s *Supervisor) User() (name, dir string) {
-	if s.user == nil {
-		return "", ""
-	}
-	return s.user.name, s.user.dir
-}
-
-// Spills is the spill store, nil when spills are disabled.
-func (s *Supervisor) Spills() *spill.Store { return s.spills }
-
 // Close kills every background job and every tree still running, and
 // releases the containment machinery. Runs in progress return as aborted or
 // fail. It waits for the background kills of trees whose way down left

@@ -83,7 +83,7 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Token != "" {
 		s.token, s.auth = sha256.Sum256([]byte(cfg.Token)), true
 	}
-	s.user, _ = cfg.Supervisor.User()
+	s.user = cfg.Supervisor.Bounds().User
 	if s.user != "" {
 		if u, err := user.Lookup(s.user); err == nil {
 			s.home = u.HomeDir
@@ -97,7 +97,7 @@ func New(cfg Config) (*Service, error) {
 		}
 	}
 	s.procs.init()
-	owner, _ := cfg.Supervisor.User()
+	owner := cfg.Supervisor.Bounds().User
 	root, err := openRoot(cfg.RootDir, s.home, owner)
 	if err != nil {
 		return nil, err

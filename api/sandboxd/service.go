@@ -74,7 +74,7 @@ func New(cfg Config) (*Service, error) {
 	if cfg.RootDir == "" {
 		return nil, errors.New("sandboxd: no root directory")
 	}
-	owner, _ := cfg.Supervisor.User()
+	owner := cfg.Supervisor.Bounds().User
 	root, err := confine.Open(cfg.RootDir, owner)
 	if err != nil {
 		return nil, fmt.Errorf("sandboxd: root directory: %w", err)

@@ -260,7 +260,7 @@ func (m *Main) newServer(f serverFlags, token, hint string, shared bool, log zer
 		closeJournal()
 		return nil, nil, nil, 0, err
 	}
-	if st := sup.Spills(); st != nil {
+	if st := sup.Sessions().Spills(); st != nil {
 		removed, err := st.Sweep(0)
 		if err != nil {
 			log.Warn().Err(err).Msg("sweep stale spill sessions")
@@ -336,13 +336,13 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	ln = api.LimitListener(ln, f.maxConnections)
 	served := make(chan error, 4) // the API, envd, sandboxd gRPC and REST
 	go func() { served <- hs.Serve(ln) }()
-	ev := log.Info().Str("listen", listenAddr(ln)).Str("tier", string(sup.Tier())).Bool("auth", tok.value != "").
+	ev := log.Info().Str("listen", listenAddr(ln)).Str("tier", string(sup.Bounds().Tier)).Bool("auth", tok.value != "").
 		Str("tokenSource", tok.source).Str("version", Version)
 	if tok.path != "" {
 		ev = ev.Str("tokenFile", tok.path)
 	}
-	if user, dir := sup.User(); user != "" {
-		ev = ev.Str("runAs", user).Str("cwd", dir)
+	if b := sup.Bounds(); b.User != "" {
+		ev = ev.Str("runAs", b.User).Str("cwd", b.UserDir)
 	}
 	ev.Msg("serving")
 	var faces []face
