@@ -8,7 +8,7 @@ import (
 
 const module = "github.com/corral-sh/corral/"
 
-// layers is the import table of the README's Layout section: for each
+// layers is the import table of the packages: for each
 // package (a "/..." key covers a subtree), the corral packages and the
 // modules it may import beyond the standard library. Nothing imports
 // upward; a package missing here fails the test until it is placed.
@@ -70,7 +70,7 @@ func TestLayering(t *testing.T) {
 		}
 		allowed, ok := row(pkg)
 		if !ok {
-			t.Errorf("%s is not in the layering table (deps_test.go, README Layout): place it", pkg)
+			t.Errorf("%s is not in the layering table (deps_test.go): place it", pkg)
 			continue
 		}
 		for _, imp := range fields[1:] {

@@ -11,7 +11,7 @@ import (
 	"github.com/corral-sh/corral/supervisor"
 )
 
-// Error codes of the README's error contract, each with its HTTP status
+// Error codes of the error contract (docs/wire.md), each with its HTTP status
 // (Status).
 const (
 	CodeInvalidArgument   = "INVALID_ARGUMENT"    // 400; also 405 (a method no route serves) and 415

@@ -343,7 +343,7 @@ func TestMetrics(t *testing.T) {
 	}
 }
 
-// TestExecResultJSON checks the wire names of the Result against the README's contract.
+// TestExecResultJSON checks the wire names of the Result against the contract (docs/wire.md).
 func TestExecResultJSON(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

@@ -409,7 +409,7 @@ func TestJobShutdownHTTP(t *testing.T) {
 	}
 	code, b := e.do(context.Background(), "POST", "/v1/jobs", body)
 	if code != http.StatusServiceUnavailable || errorCode(t, b) != api.CodeUnavailable {
-		t.Errorf("a job after Shutdown: %d %s, want 503 UNAVAILABLE (README: shutting down)", code, b)
+		t.Errorf("a job after Shutdown: %d %s, want 503 UNAVAILABLE (docs/wire.md: shutting down)", code, b)
 	}
 }
 

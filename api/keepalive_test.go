@@ -52,7 +52,7 @@ func TestNDJSONKeepalive(t *testing.T) {
 
 // TestDisconnectSkipsGrace: a client that goes away gets its command's
 // tree SIGKILLed at once, even one that ignores SIGTERM under a 2 s grace;
-// README promises it is gone within a second.
+// docs/wire.md promises it is gone within a second.
 func TestDisconnectSkipsGrace(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, withGrace(supervisor.DefaultGrace))

@@ -201,7 +201,7 @@ func TestShutdownAborts(t *testing.T) {
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusServiceUnavailable || errorCode(t, b) != api.CodeUnavailable || resp.Header.Get("Retry-After") != "1" {
-		t.Errorf("exec after Shutdown: %d Retry-After %q %s, want 503 UNAVAILABLE with Retry-After (README: shutting down)",
+		t.Errorf("exec after Shutdown: %d Retry-After %q %s, want 503 UNAVAILABLE with Retry-After (docs/wire.md: shutting down)",
 			resp.StatusCode, resp.Header.Get("Retry-After"), b)
 	}
 }

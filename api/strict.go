@@ -14,7 +14,7 @@ import (
 	"unicode/utf8"
 )
 
-// Requests are decoded strictly (README, Errors): what a client sends
+// Requests are decoded strictly (docs/wire.md, Errors): what a client sends
 // must mean one thing to every reader. encoding/json alone would take
 // {"command":"echo allowed","COMMAND":"echo other"} as the second command
 // (it matches keys case-insensitively and lets the last duplicate win),

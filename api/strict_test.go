@@ -39,7 +39,7 @@ func TestCheckStrict(t *testing.T) {
 		{"raw is opaque", `{"raw":{"Anything":1}}`, ""},                                                           // RawMessage keys are free
 		{"duplicates in raw", `{"raw":{"a":1,"a":2}}`, `duplicate key "a" in raw at byte 14`},                     // but still unique
 		{"duplicate", `{"command":"x", "command":"y"}`, `duplicate key "command" at byte 16`},                     // top level
-		{"README example", `{"command":"ls","command":"rm"}`, `duplicate key "command" at byte 16`},               // as README says
+		{"documented example", `{"command":"ls","command":"rm"}`, `duplicate key "command" at byte 16`},           // as docs/wire.md says
 		{"escaped duplicate", `{"command":"x","\u0063ommand":"y"}`, `duplicate key "command" at byte 15`},         // decoded keys compared
 		{"case", `{"Command":"x"}`, `key "Command" at byte 1 is not "command": keys are case-sensitive`},          // fold match
 		{"long s", `{"\u017fession":"x"}`, `key "ſession" at byte 1 is not "session"`},                            // U+017F folds to s

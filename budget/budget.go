@@ -120,7 +120,7 @@ type Options struct {
 	Raw bool
 }
 
-// Info is the per-stream info of a Result (README, The Result). Its JSON names are a
+// Info is the per-stream info of a Result (docs/wire.md, Result). Its JSON names are a
 // public contract.
 type Info struct {
 	// Truncated is true when the view was cut or the capture layer omitted

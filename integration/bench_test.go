@@ -19,7 +19,7 @@ import (
 	"github.com/corral-sh/corral/supervisor"
 )
 
-// The benchmarks behind the README's performance table. bench.sh runs them
+// The benchmarks behind docs/performance.md. bench.sh runs them
 // with the go-cmd/cmd ones of the peers module and prints the table; the
 // contenders are corral (the library), plain os/exec draining into
 // io.Discard (the pipe's own rate), os/exec into a bytes.Buffer (the common

@@ -1,7 +1,7 @@
 // Package integration holds corral's end-to-end proof: an adversarial suite
 // that attacks the built corral binary (corral run --json, corral serve,
 // corral mcp) and the supervisor library the way real commands and real
-// mistakes do, and the benchmarks behind the README's performance table.
+// mistakes do, and the benchmarks behind docs/performance.md.
 //
 // The package has no code of its own; everything is in its tests, which run
 // on Linux (they read /proc and make cgroups). TestMain builds the corral
@@ -14,5 +14,5 @@
 //
 // The benchmarks run only with -bench. bench.sh in this directory runs them
 // together with the go-cmd/cmd comparison of the separate module in peers/
-// and prints the markdown table of the README's "Performance" section.
+// and prints a markdown table of their figures (docs/performance.md).
 package integration

@@ -12,7 +12,7 @@ import (
 	"github.com/corral-sh/corral/api"
 )
 
-// figuresEnv turns on the measurements behind the README's server limits
+// figuresEnv turns on the measurements behind the server limits of docs/performance.md
 // figures; they take about a minute and open 10,000 connections.
 const figuresEnv = "CORRAL_LOAD_FIGURES"
 

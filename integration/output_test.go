@@ -17,7 +17,7 @@ import (
 	"github.com/corral-sh/corral/supervisor"
 )
 
-// The model budget and the capture ceiling per stream (README, Limits).
+// The model budget and the capture ceiling per stream (docs/wire.md, Limits).
 const (
 	viewBytes    = 96 << 10
 	viewLines    = 4000

@@ -149,8 +149,8 @@ func (t *Tree) live(ps []proc) []int {
 
 // members lists the tree's live processes. On the cgroup tiers that is the
 // cgroup's own list: one read, which a fork bomb cannot starve the way it
-// starves a walk of /proc (docs/killtree.md §2.3, E2, and the KillBomb rows
-// of the README's Performance section); processes that left the cgroup are found by
+// starves a walk of /proc (docs/killtree.md §2.3, E2; the KillBomb rows of
+// docs/performance.md); processes that left the cgroup are found by
 // Kill's sweep and reported as escapees. On pgroup it is the descendants the
 // baseline attributes to the tree, from a scan that ends with ctx.
 func (t *Tree) members(ctx context.Context) ([]int, error) {

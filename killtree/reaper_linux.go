@@ -28,9 +28,8 @@ import (
 // execve (prctl(2)), but a shell made a subreaper would hand its orphans up
 // to this process the moment it exits, which is exactly when the hole
 // opens; the reaper must outlive the shell. So the cost is one Go runtime
-// start per command: about twice the time of a `true` through os/exec on
-// the machine where it was measured (see README, "Containment"), which is why
-// it is an option and not the default.
+// start per command (docs/performance.md), which is why it is an option and
+// not the default.
 //
 // The protocol: the reaper is started as cmd with argv
 // [reaperArg0, path, argv...] and reaperEnv=<fd>, where fd is the write end

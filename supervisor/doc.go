@@ -60,7 +60,7 @@
 // read seen twice with no input between is a wait (waiting.go); a yield
 // returns at it. docs/terminals.md states the rules and the boundaries.
 //
-// The Result marshals to the JSON contract of the README's Result: the model
+// The Result marshals to the JSON contract of docs/wire.md: the model
 // views of both streams (budget), their counters, the spill paths of the
 // fuller copies (spill), and what the kill did (killtree).
 package supervisor

@@ -6,7 +6,7 @@ import (
 	"github.com/corral-sh/corral/internal/utf8cut"
 )
 
-// Event kinds, as in the README's live events.
+// Event kinds, as in docs/wire.md's live events.
 const (
 	EventStart  = "start"
 	EventOutput = "output"
@@ -49,7 +49,7 @@ const DefaultLiveCap = 512 << 10
 // coalesced events of up to this size rather than one huge one.
 const maxEventData = 64 << 10
 
-// Event is one live event. It marshals to one NDJSON line (README, Live events):
+// Event is one live event. It marshals to one NDJSON line (docs/wire.md, Live events):
 // start carries Pid; output carries Stream, Seq and Data; capped carries
 // Stream and Seq; result carries Result. Seq counts each stream separately
 // from 1 without gaps; capped takes the next seq of its stream.

@@ -42,7 +42,7 @@ func minPids(c killtree.Config) int {
 }
 
 // Limits asks for the resource limits of one command, enforced by its
-// containment (see README, "Resource limits"). A zero field takes the
+// containment (docs/limits.md). A zero field takes the
 // supervisor's default (Config.Containment's MemoryMax, CPUs, PidsMax); a
 // request may lower a default, never raise it, and where the supervisor has
 // none it may set one.

@@ -15,13 +15,13 @@ import (
 // per pipe and an exit watcher in the runtime's poller meant three wake-ups
 // handed from thread to thread for the same exit, which cost more of a
 // `true` than everything else the supervisor adds (BenchmarkOverheadRatio;
-// the figures are in the README's Performance section).
+// docs/performance.md).
 //
 // A blocking system call has its own price in the Go runtime, though: every
 // ppoll that sleeps lets sysmon take the goroutine's P away, and getting one
 // back costs futex wake-ups. Paid once per command, that is nothing; paid
 // once per 64 KiB of a flood, it cost a large share of the throughput
-// against goroutines in the poller (BenchmarkDrain; README, Performance). So a
+// against goroutines in the poller (BenchmarkDrain; docs/performance.md). So a
 // command that proves busy (busyWakeups polls, or busyBytes drained) leaves
 // the loop: its streams go to drain goroutines in the runtime's poller,
 // whose idle threads spin before they sleep, and its end is watched there

@@ -10,7 +10,7 @@ import (
 )
 
 // Result is what one command produced, shaped for the model. It marshals to
-// the README's Result JSON; field names are a public contract.
+// docs/wire.md's Result JSON; field names are a public contract.
 type Result struct {
 	// ID names the Result's journal entry ("r-…"; GET
 	// /v1/sessions/{session}/results/{id}); "" when no journal is

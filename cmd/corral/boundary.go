@@ -10,7 +10,7 @@ import (
 	"github.com/corral-sh/corral/killtree"
 )
 
-// guarantee is one promise of the README's "The boundary" and whether it
+// guarantee is one promise of docs/boundary.md and whether it
 // holds for commands in one configuration.
 type guarantee struct {
 	promise string
@@ -25,7 +25,7 @@ type whoRuns struct {
 	runAs string // the --run-as user, "" for none
 }
 
-// boundary lists which of the README's guarantees hold for a command run in
+// boundary lists which of docs/boundary.md's guarantees hold for a command run in
 // tier by the configuration w. It states only what the code enforces.
 func boundary(tier killtree.Tier, w whoRuns) []guarantee {
 	other := w.root && w.runAs != ""  // another, unprivileged user

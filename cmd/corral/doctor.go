@@ -15,7 +15,7 @@ const doctorUsage = `Usage: corral doctor [--run-as USER]
 
 Prints every containment tier, whether it works here and why not, and which
 one corral uses; then which resource limits (memory, cpus, pids) each tier
-enforces here and how, or why not; then which of the guarantees in the README's "The boundary"
+enforces here and how, or why not; then which of the guarantees in docs/boundary.md
 hold for a command in this configuration: run by this user (root or not),
 or, with --run-as, as USER.
 

@@ -6,7 +6,7 @@ import (
 )
 
 // HeavyEnv is the environment variable that turns on the heavy suites: fork bombs, floods of
-// gigabytes, load and soak tests, containers. `.ci/run` sets it; the README's plain
+// gigabytes, load and soak tests, containers. `.ci/run` sets it; the plain
 // `go test ./...` leaves it unset so that a newcomer's run stays quick on a small machine.
 const HeavyEnv = "CORRAL_HEAVY"
 

@@ -18,7 +18,7 @@ import (
 // FloodCommand is the flood every contender drains: n zero bytes on stdout.
 func FloodCommand(n int64) string { return fmt.Sprintf("head -c %d /dev/zero", n) }
 
-// Flood sizes of the README table.
+// Flood sizes of the performance figures (docs/performance.md).
 const (
 	ThroughputBytes = 2 << 30 // the throughput flood: 2 GiB
 	PeakRSSBytes    = 4 << 30 // the peak-RSS flood: 4 GiB
