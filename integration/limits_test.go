@@ -427,23 +427,35 @@ func attackRound(t *testing.T, s *server, jobs *http.Client, m string) {
 	// (the probe's connection among them) and closes the rest; a request
 	// on a new connection meanwhile is answered 503 UNAVAILABLE with
 	// Retry-After.
-	conns, failed := dialMany(addr, 3*loadMaxConns)
-	fs := make([]connFate, len(conns))
-	var rg sync.WaitGroup
-	for i, c := range conns {
-		rg.Go(func() { fs[i] = refusedFate(c, time.Second) })
-	}
-	rg.Wait()
-	held := 0
-	for _, f := range fs {
-		if !f.closed {
-			held++
+	// A slot an earlier round's connection still held while the flood was
+	// dialled frees after it: top the flood up until a round of dials holds
+	// none, so that the cap is full when the requests come.
+	var conns []net.Conn
+	held, failed, dialled := 0, 0, 0
+	for round := 0; round < 5; round++ {
+		more, f := dialMany(addr, max(3*loadMaxConns-dialled, loadMaxConns/4))
+		dialled, failed = dialled+len(more)+f, failed+f
+		fs := make([]connFate, len(more))
+		var rg sync.WaitGroup
+		for i, c := range more {
+			rg.Go(func() { fs[i] = refusedFate(c, time.Second) })
+		}
+		rg.Wait()
+		kept := 0
+		for _, f := range fs {
+			if !f.closed {
+				kept++
+			}
+		}
+		conns, held = append(conns, more...), held+kept
+		if kept == 0 && round > 0 {
+			break
 		}
 	}
 	get := "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
 	refused := fates(10, func() connFate { return rawFate(addr, get, 5*time.Second) })
 	closeAll(conns)
-	t.Logf("idle flood of %d: %d held, %d closed, %d not connected", 3*loadMaxConns, held, len(conns)-held, failed)
+	t.Logf("idle flood of %d: %d held, %d closed, %d not connected", dialled, held, len(conns)-held, failed)
 	if held >= loadMaxConns || held < loadMaxConns/2 {
 		t.Errorf("idle flood: %d connections held, want fewer than the cap %d (and most of it)", held, loadMaxConns)
 	}

@@ -21,8 +21,10 @@ func TestRunBatch(t *testing.T) {
 	s := newSup(t, Config{})
 	dir := t.TempDir()
 	// Each command waits (up to 30 s) until two of them run, then prints how
-	// many run: with concurrency 2 that is 2, never more.
-	wait := `touch "$D/$I"; for k in $(seq 600); do [ $(ls "$D" | wc -l) -ge 2 ] && break; sleep 0.05; done; ls "$D" | wc -l; sleep 0.1; rm "$D/$I"`
+	// many it saw running: with concurrency 2 that is 2, never more. (It
+	// prints the count it saw, not a second look: by then the other may have
+	// ended.)
+	wait := `touch "$D/$I"; for k in $(seq 600); do n=$(ls "$D" | wc -l); [ $n -ge 2 ] && break; sleep 0.05; done; echo $n; sleep 0.1; rm "$D/$I"`
 	var reqs []Request
 	for i := range 4 {
 		reqs = append(reqs, marked(t, Request{Command: wait, Env: map[string]string{"D": dir, "I": fmt.Sprint(i)}}))
