@@ -253,6 +253,12 @@ func (s *Server) jobWaitTool(ctx context.Context, req *mcp.CallToolRequest, in J
 		res = supervisor.Result{Running: true, JobID: in.ID, DurationMs: timeout.Milliseconds()}
 		text := fmt.Sprintf("[job %s still running after waiting %s: wait again with job_wait, read what it printed with job_output, or stop it with job_kill]",
 			in.ID, timeout)
+		if info, err := s.sup.Jobs().Get(in.ID); err == nil && info.Waiting != nil {
+			// It will not end by itself: it waits for its input.
+			res.Waiting = info.Waiting
+			text = fmt.Sprintf("[job %s still running after waiting %s, %s: answer with job_input, read what it printed with job_output, or stop it with job_kill]",
+				in.ID, timeout, info.Waiting.Describe())
+		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, res, nil
 	}
 	if err != nil {

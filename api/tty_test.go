@@ -181,3 +181,54 @@ func TestBatchTTY(t *testing.T) {
 		t.Errorf("the pipe item: stdout %q, want stty's complaint that stdin is no terminal", got)
 	}
 }
+
+// TestMCPInteractiveYieldWaiting: MCP bash with interactive and yield
+// returns as soon as the command waits for input, on a pipe and on a
+// terminal, with the wait in its Result and text; job_wait on a job that
+// waits says so when its timeout passes.
+func TestMCPInteractiveYieldWaiting(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("waiting is detected on Linux")
+	}
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	cs, err := newMCPClient().Connect(ctx, &mcp.StreamableClientTransport{
+		Endpoint: e.ts.URL + "/mcp", HTTPClient: &http.Client{Transport: tr}, MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	_, marker := proctest.Marker(t)
+	for _, tty := range []bool{false, true} {
+		begin := time.Now()
+		r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{
+			"command": marked(marker, `printf 'name? '; read x; echo "hi $x"`), "interactive": true, "tty": tty,
+			"yield": 30, "timeout": 200}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		took := time.Since(begin)
+		var res supervisor.Result
+		structured(t, r, &res)
+		if !res.Running || res.JobID == "" || res.Waiting == nil || res.Waiting.Prompt != "name?" || took > 15*time.Second ||
+			!strings.Contains(toolText(r), "waiting for input") || !strings.Contains(res.Stdout, "name?") {
+			t.Fatalf("tty %v: bash interactive yield after %v: %s", tty, took, toolText(r))
+		}
+		r, _ = cs.CallTool(ctx, &mcp.CallToolParams{Name: "job_wait", Arguments: map[string]any{"id": res.JobID, "timeout": 0.5}})
+		var waited supervisor.Result
+		structured(t, r, &waited)
+		if !waited.Running || waited.Waiting == nil || waited.Waiting.Prompt != "name?" || !strings.Contains(toolText(r), "waiting for input") {
+			t.Errorf("tty %v: job_wait: %s", tty, toolText(r))
+		}
+		cs.CallTool(ctx, &mcp.CallToolParams{Name: "job_input", Arguments: map[string]any{"id": res.JobID, "data": "ann\n"}})
+		r, _ = cs.CallTool(ctx, &mcp.CallToolParams{Name: "job_wait", Arguments: map[string]any{"id": res.JobID, "timeout": 30}})
+		var final supervisor.Result
+		structured(t, r, &final)
+		if final.Running || final.Waiting != nil || !strings.Contains(final.Stdout, "hi ann") {
+			t.Errorf("tty %v: job_wait after the answer: %s", tty, toolText(r))
+		}
+	}
+}

@@ -182,7 +182,7 @@ type job struct {
 	term       *terminal   // the job's terminal; nil for pipes
 	screen     *screen     // its screen while it runs (guarded by mu); nil for pipes and once it ended
 	lastScreen *Screen     // guarded by mu; the screen a terminal job left
-	proc       *proc       // a terminal job's command while it runs, for its screen; guarded by mu, nil once it ended
+	proc       *proc       // the job's command while it runs, for its screen and Yield's views; guarded by mu, nil once it ended
 }
 
 // forgottenIDs is how many forgotten job IDs the table remembers, to answer
@@ -308,9 +308,9 @@ func (s *Supervisor) launchJob(v validated, listed bool) (*job, *proc, error) {
 		t.mu.Unlock()
 		return nil, nil, err
 	}
-	j.pid, j.stdinW, j.out, j.err, j.tree = p.tree.Pid(), p.stdinW, p.out, p.err, p.tree
+	j.pid, j.stdinW, j.out, j.err, j.tree, j.proc = p.tree.Pid(), p.stdinW, p.out, p.err, p.tree, p
 	if p.term != nil {
-		j.term, j.tty, j.screen, j.proc = p.term, v.tty, p.screen, p
+		j.term, j.tty, j.screen = p.term, v.tty, p.screen
 	}
 	if j.watch != nil {
 		s.startWatch(j, p)
