@@ -274,9 +274,16 @@ func outputText(out supervisor.JobOutput, cursorless bool) string {
 	if out.SkippedBytes > 0 {
 		fmt.Fprintf(&b, "[skipped %d bytes: the reader fell behind what the server still holds]\n", out.SkippedBytes)
 	}
-	b.WriteString(out.Data)
-	if out.Data != "" && !strings.HasSuffix(out.Data, "\n") {
+	if out.Screen != nil {
+		// A full-screen program: what it drew, not the escape sequences
+		// that drew it (the structured result's data keeps them).
+		b.WriteString(screenText(*out.Screen, "the bytes that drew it are the structured result's data"))
 		b.WriteByte('\n')
+	} else {
+		b.WriteString(out.Data)
+		if out.Data != "" && !strings.HasSuffix(out.Data, "\n") {
+			b.WriteByte('\n')
+		}
 	}
 	next := fmt.Sprintf(": continue with after=%d", out.Next)
 	if cursorless {
@@ -350,11 +357,18 @@ func (s *Server) jobScreenTool(ctx context.Context, req *mcp.CallToolRequest, in
 	if err != nil {
 		return nil, supervisor.Screen{}, toolError(err)
 	}
-	text := fmt.Sprintf("[screen %dx%d, cursor at row %d col %d%s%s]\n", sc.Cols, sc.Rows, sc.Cursor.Row, sc.Cursor.Col,
-		map[bool]string{true: ", alternate screen", false: ""}[sc.AltScreen],
-		map[bool]string{true: ", title " + fmt.Sprintf("%q", sc.Title), false: ""}[sc.Title != ""])
-	text += strings.Join(sc.Lines, "\n")
+	text := screenText(sc, "")
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, sc, nil
+}
+
+// screenText is a screen as the model reads it: a header line (its size,
+// the cursor, the alternate screen, the title, and note), then its rows.
+func screenText(sc supervisor.Screen, note string) string {
+	text := fmt.Sprintf("[screen %dx%d, cursor at row %d col %d%s%s%s]\n", sc.Cols, sc.Rows, sc.Cursor.Row, sc.Cursor.Col,
+		map[bool]string{true: ", alternate screen", false: ""}[sc.AltScreen],
+		map[bool]string{true: ", title " + fmt.Sprintf("%q", sc.Title), false: ""}[sc.Title != ""],
+		map[bool]string{true: "; " + note, false: ""}[note != ""])
+	return text + strings.Join(sc.Lines, "\n")
 }
 
 func (s *Server) jobListTool(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, JobList, error) {

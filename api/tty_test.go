@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/corral-sh/corral/api"
 	"github.com/corral-sh/corral/internal/proctest"
 	"github.com/corral-sh/corral/supervisor"
 )
@@ -230,5 +233,60 @@ func TestMCPInteractiveYieldWaiting(t *testing.T) {
 		if final.Running || final.Waiting != nil || !strings.Contains(final.Stdout, "hi ann") {
 			t.Errorf("tty %v: job_wait after the answer: %s", tty, toolText(r))
 		}
+	}
+}
+
+// TestMCPScreenViews: a full-screen program's yield, job_input and
+// job_output texts show its screen, not the escape sequences that drew it;
+// the structured job_input and stdin?yield reads keep the bytes in data and
+// carry the screen.
+func TestMCPScreenViews(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("waiting is detected on Linux")
+	}
+	if _, err := exec.LookPath("vi"); err != nil {
+		t.Skip("vi is not installed (.ci/run installs vim-tiny)")
+	}
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	cs, err := newMCPClient().Connect(ctx, &mcp.StreamableClientTransport{
+		Endpoint: e.ts.URL + "/mcp", HTTPClient: &http.Client{Transport: tr}, MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	_, marker := proctest.Marker(t)
+	file := filepath.Join(t.TempDir(), "f.txt")
+	r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{
+		"command": marked(marker, "vi "+file), "tty": true, "cols": 80, "rows": 24, "yield": 30, "timeout": 200}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res supervisor.Result
+	structured(t, r, &res)
+	if !res.Running || res.Waiting == nil || strings.Contains(toolText(r), "\x1b[") || !strings.Contains(toolText(r), "~") {
+		t.Fatalf("bash vi yield: %q", toolText(r))
+	}
+	r, _ = cs.CallTool(ctx, &mcp.CallToolParams{Name: "job_input", Arguments: map[string]any{"id": res.JobID, "chars": "ihello\u001b", "yield": 20}})
+	var in api.JobInputResult
+	structured(t, r, &in)
+	text := toolText(r)
+	if in.Output == nil || in.Output.Screen == nil || in.Output.Screen.Lines[0] != "hello" || !strings.Contains(in.Output.Data, "\x1b[") ||
+		strings.Contains(text, "\x1b[") || !strings.Contains(text, "alternate screen") || !strings.Contains(text, "\nhello\n") {
+		t.Errorf("job_input yield: %q, structured %+v", text, in.Output)
+	}
+	code, b := e.do(ctx, "POST", "/v1/jobs/"+res.JobID+"/stdin?yield=20", "ddiagain\x1b")
+	var out supervisor.JobOutput
+	if err := json.Unmarshal(b, &out); code != http.StatusOK || err != nil || out.Screen == nil || out.Screen.Lines[0] != "again" {
+		t.Errorf("stdin?yield: %d %s", code, b)
+	}
+	cs.CallTool(ctx, &mcp.CallToolParams{Name: "job_input", Arguments: map[string]any{"id": res.JobID, "chars": ":q!\r"}})
+	cs.CallTool(ctx, &mcp.CallToolParams{Name: "job_wait", Arguments: map[string]any{"id": res.JobID, "timeout": 30}})
+	r, _ = cs.CallTool(ctx, &mcp.CallToolParams{Name: "job_output", Arguments: map[string]any{"id": res.JobID, "after": 0}})
+	if text := toolText(r); strings.Contains(text, "\x1b[") || !strings.Contains(text, "exited") {
+		t.Errorf("job_output of the exited vi: %q", text)
 	}
 }

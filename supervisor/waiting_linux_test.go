@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -424,6 +425,9 @@ func TestTTYVi(t *testing.T) {
 		if err != nil || out.Waiting == nil || !strings.Contains(out.Data, text) {
 			t.Errorf("exchange %d: %v, waiting %+v, data %q", i, err, out.Waiting, out.Data)
 		}
+		if out.Screen == nil || out.Screen.Lines[0] != text || !out.Screen.AltScreen {
+			t.Errorf("exchange %d: its screen view %+v, want %s on the first line", i, out.Screen, text)
+		}
 		if sc.Lines[0] != text || !sc.AltScreen || sc.Cols != 80 || sc.Rows != 24 || strings.Contains(sc.Lines[sc.Rows-1], "INSERT") {
 			t.Errorf("screen after i%s<Esc>, as the exchange returned: %+v", text, sc)
 		}
@@ -432,6 +436,64 @@ func TestTTYVi(t *testing.T) {
 	res, err := s.Jobs().Wait(context.Background(), st.ID, 20*time.Second)
 	if err != nil || res.ExitCode == nil || *res.ExitCode != 0 {
 		t.Errorf("vi after :q!: %v %+v", err, res)
+	}
+}
+
+// TestTTYScreenViews: a full-screen program's reads (a stdout read, an
+// exchange) carry the screen, by the rule of a Result's view: less (the
+// alternate screen), top (cursor addressing without it); a line prompt's
+// reads do not; an exited full-screen job's read carries the screen it left.
+func TestTTYScreenViews(t *testing.T) {
+	t.Parallel()
+	s := newSup(t, Config{MaxJobs: 8})
+	file := corpusFile(t)
+	for _, tc := range []struct {
+		name, cmd string
+		progs     []string
+		want      func(Screen) bool // nil: no screen view
+	}{
+		{"less", `less ` + file, []string{"less"}, func(sc Screen) bool {
+			return sc.AltScreen && sc.Lines[0] == "one" && sc.Lines[2] == "three" && strings.Contains(sc.Lines[sc.Cursor.Row], "(END)")
+		}},
+		{"top", `top -d 1`, []string{"top"}, func(sc Screen) bool {
+			return !sc.AltScreen && strings.HasPrefix(sc.Lines[0], "top - ") && slices.ContainsFunc(sc.Lines, func(l string) bool { return strings.Contains(l, "PID") })
+		}},
+		{"line-prompt", `printf '\033[1mbold\033[0m\n'; read -p "name? " x; echo "hi $x"`, nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			need(t, tc.progs...)
+			st := startJob(t, s, JobRequest{Request: Request{Command: tc.cmd, TTY: &TTYSize{Cols: 100, Rows: 30}}})
+			awaitWaiting(t, s, st.ID)
+			out, err := s.Jobs().Output(context.Background(), st.ID, Stdout, CursorNext, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.want == nil {
+				if out.Screen != nil {
+					t.Errorf("a line prompt's read has a screen view: %+v", out.Screen)
+				}
+				out, err = s.Jobs().Exchange(context.Background(), st.ID, Stdout, []byte("ann\r"), false, 20*time.Second)
+				if err != nil || out.Screen != nil || !strings.Contains(out.Data, "hi ann") {
+					t.Errorf("its exchange: %v %+v", err, out)
+				}
+				return
+			}
+			if out.Screen == nil || !tc.want(*out.Screen) {
+				t.Fatalf("read: screen view %+v", out.Screen)
+			}
+			if !strings.Contains(out.Data, "\x1b[") {
+				t.Errorf("read: data %q has lost the bytes that drew the screen", out.Data)
+			}
+			out, err = s.Jobs().Exchange(context.Background(), st.ID, Stdout, []byte("q"), false, 20*time.Second)
+			if err != nil || out.State != JobExited || out.Screen == nil {
+				t.Fatalf("exchange q: %v, state %s, screen %+v", err, out.State, out.Screen)
+			}
+			out, err = s.Jobs().Output(context.Background(), st.ID, Stdout, 0, 0)
+			if err != nil || out.Screen == nil {
+				t.Errorf("the exited job's read: %v, screen %+v", err, out.Screen)
+			}
+		})
 	}
 }
 
