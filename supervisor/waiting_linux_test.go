@@ -60,7 +60,7 @@ func need(t *testing.T, progs ...string) {
 	t.Helper()
 	for _, p := range progs {
 		if _, err := exec.LookPath(p); err != nil {
-			t.Skipf("%s is not installed (.ci/run installs it)", p)
+			t.Skipf("%s is not installed (.ci/run installs it: the Debian packages less, vim-tiny, git, bc, sqlite3, make, procps, python3)", p)
 		}
 	}
 }
