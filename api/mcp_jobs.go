@@ -41,7 +41,7 @@ type JobInputInput struct {
 	Chars string `json:"chars,omitempty" jsonschema:"the same as data, under the name Codex's write_stdin uses (raw bytes: \u0003 is Ctrl-C on a terminal); give one of the two"`
 	Close bool   `json:"close,omitempty" jsonschema:"close stdin after writing (end of input)"`
 	// Yield, when set, waits for the answer and returns it (stdout).
-	Yield float64 `json:"yield,omitempty" jsonschema:"seconds to wait for the job's answer on stdout (returned early once it pauses for 100 ms), 0 to 30; 0 or absent returns at once"`
+	Yield float64 `json:"yield,omitempty" jsonschema:"seconds to wait for the job's answer on stdout, 0 to 30: the call returns as soon as the job waits for input again (corral sees it blocked reading), or ends; 0 or absent returns at once"`
 }
 
 // JobIDInput is the arguments of the MCP tool job_kill.

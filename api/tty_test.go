@@ -204,6 +204,20 @@ func TestMCPInteractiveYieldWaiting(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cs.Close()
+	// job_input's yield says when it returns: at the next wait, not at an
+	// output pause.
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range tools.Tools {
+		if tool.Name == api.ToolJobInput {
+			b, _ := json.Marshal(tool.InputSchema)
+			if !strings.Contains(string(b), "as soon as the job waits for input again") || strings.Contains(string(b), "100 ms") {
+				t.Errorf("job_input's schema: %s", b)
+			}
+		}
+	}
 	_, marker := proctest.Marker(t)
 	for _, tty := range []bool{false, true} {
 		begin := time.Now()
