@@ -3,7 +3,6 @@ package api
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -39,9 +38,9 @@ func bashOutputSchema() *jsonschema.Schema {
 
 // bashInteractive runs an interactive command with a yield: it starts as a
 // job whose stdin stays open, and the call returns its Result when it ends
-// within the yield, else a running Result with its job ID and what it
-// printed so far (the job's first cursorless reads), so job_input can
-// answer it.
+// within the yield, else, as soon as it waits for input or at the yield, a
+// running Result with its job ID, its wait and what it printed so far
+// (Jobs.Yield), so job_input can answer it.
 func (s *Server) bashInteractive(ctx context.Context, req *mcp.CallToolRequest, in BashInput, owner string) (*mcp.CallToolResult, any, error) {
 	yield, err := seconds(*in.Yield, "yield", 0, s.sup.Bounds().MaxTimeout)
 	if err != nil || yield == 0 {
@@ -64,24 +63,12 @@ func (s *Server) bashInteractive(ctx context.Context, req *mcp.CallToolRequest, 
 	if err != nil {
 		return nil, nil, toolError(err)
 	}
-	res, err := s.sup.Jobs().Wait(ctx, st.ID, yield)
-	switch {
-	case err == nil:
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: res.Text()}}}, res, nil
-	case !errors.Is(err, supervisor.ErrStillRunning):
+	res, err := s.sup.Jobs().Yield(ctx, st.ID, yield)
+	if err != nil {
 		return nil, nil, toolError(err)
 	}
-	res = supervisor.Result{Running: true, JobID: st.ID, DurationMs: yield.Milliseconds()}
-	for _, stream := range []string{supervisor.Stdout, supervisor.Stderr} {
-		out, err := s.sup.Jobs().Output(ctx, st.ID, stream, supervisor.CursorNext, 0)
-		if err != nil {
-			return nil, nil, toolError(err)
-		}
-		if stream == supervisor.Stdout {
-			res.Stdout = out.Data
-		} else {
-			res.Stderr = out.Data
-		}
+	if !res.Running {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: res.Text()}}}, res, nil
 	}
 	text := res.Text() + fmt.Sprintf("\n[its stdin is open: answer with job_input {\"id\": %q, \"data\": \"...\\n\"}]", st.ID)
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, res, nil

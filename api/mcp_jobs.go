@@ -41,7 +41,7 @@ type JobInputInput struct {
 	Chars string `json:"chars,omitempty" jsonschema:"the same as data, under the name Codex's write_stdin uses (raw bytes: \u0003 is Ctrl-C on a terminal); give one of the two"`
 	Close bool   `json:"close,omitempty" jsonschema:"close stdin after writing (end of input)"`
 	// Yield, when set, waits for the answer and returns it (stdout).
-	Yield float64 `json:"yield,omitempty" jsonschema:"seconds to wait for the job's answer on stdout (returned early once it pauses for 100 ms), 0 to 30; 0 or absent returns at once"`
+	Yield float64 `json:"yield,omitempty" jsonschema:"seconds to wait for the job's answer on stdout, 0 to 30: the call returns as soon as the job waits for input again (corral sees it blocked reading), or ends; 0 or absent returns at once"`
 }
 
 // JobIDInput is the arguments of the MCP tool job_kill.
@@ -253,6 +253,12 @@ func (s *Server) jobWaitTool(ctx context.Context, req *mcp.CallToolRequest, in J
 		res = supervisor.Result{Running: true, JobID: in.ID, DurationMs: timeout.Milliseconds()}
 		text := fmt.Sprintf("[job %s still running after waiting %s: wait again with job_wait, read what it printed with job_output, or stop it with job_kill]",
 			in.ID, timeout)
+		if info, err := s.sup.Jobs().Get(in.ID); err == nil && info.Waiting != nil {
+			// It will not end by itself: it waits for its input.
+			res.Waiting = info.Waiting
+			text = fmt.Sprintf("[job %s still running after waiting %s, %s: answer with job_input, read what it printed with job_output, or stop it with job_kill]",
+				in.ID, timeout, info.Waiting.Describe())
+		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, res, nil
 	}
 	if err != nil {
@@ -268,9 +274,16 @@ func outputText(out supervisor.JobOutput, cursorless bool) string {
 	if out.SkippedBytes > 0 {
 		fmt.Fprintf(&b, "[skipped %d bytes: the reader fell behind what the server still holds]\n", out.SkippedBytes)
 	}
-	b.WriteString(out.Data)
-	if out.Data != "" && !strings.HasSuffix(out.Data, "\n") {
+	if out.Screen != nil {
+		// A full-screen program: what it drew, not the escape sequences
+		// that drew it (the structured result's data keeps them).
+		b.WriteString(screenText(*out.Screen, "the bytes that drew it are the structured result's data"))
 		b.WriteByte('\n')
+	} else {
+		b.WriteString(out.Data)
+		if out.Data != "" && !strings.HasSuffix(out.Data, "\n") {
+			b.WriteByte('\n')
+		}
 	}
 	next := fmt.Sprintf(": continue with after=%d", out.Next)
 	if cursorless {
@@ -344,11 +357,18 @@ func (s *Server) jobScreenTool(ctx context.Context, req *mcp.CallToolRequest, in
 	if err != nil {
 		return nil, supervisor.Screen{}, toolError(err)
 	}
-	text := fmt.Sprintf("[screen %dx%d, cursor at row %d col %d%s%s]\n", sc.Cols, sc.Rows, sc.Cursor.Row, sc.Cursor.Col,
-		map[bool]string{true: ", alternate screen", false: ""}[sc.AltScreen],
-		map[bool]string{true: ", title " + fmt.Sprintf("%q", sc.Title), false: ""}[sc.Title != ""])
-	text += strings.Join(sc.Lines, "\n")
+	text := screenText(sc, "")
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, sc, nil
+}
+
+// screenText is a screen as the model reads it: a header line (its size,
+// the cursor, the alternate screen, the title, and note), then its rows.
+func screenText(sc supervisor.Screen, note string) string {
+	text := fmt.Sprintf("[screen %dx%d, cursor at row %d col %d%s%s%s]\n", sc.Cols, sc.Rows, sc.Cursor.Row, sc.Cursor.Col,
+		map[bool]string{true: ", alternate screen", false: ""}[sc.AltScreen],
+		map[bool]string{true: ", title " + fmt.Sprintf("%q", sc.Title), false: ""}[sc.Title != ""],
+		map[bool]string{true: "; " + note, false: ""}[note != ""])
+	return text + strings.Join(sc.Lines, "\n")
 }
 
 func (s *Server) jobListTool(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, JobList, error) {

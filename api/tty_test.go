@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/corral-sh/corral/api"
 	"github.com/corral-sh/corral/internal/proctest"
 	"github.com/corral-sh/corral/supervisor"
 )
@@ -179,5 +182,125 @@ func TestBatchTTY(t *testing.T) {
 	}
 	if got := res.Results[1].Stdout; !strings.Contains(got, "stty:") {
 		t.Errorf("the pipe item: stdout %q, want stty's complaint that stdin is no terminal", got)
+	}
+}
+
+// TestMCPInteractiveYieldWaiting: MCP bash with interactive and yield
+// returns as soon as the command waits for input, on a pipe and on a
+// terminal, with the wait in its Result and text; job_wait on a job that
+// waits says so when its timeout passes.
+func TestMCPInteractiveYieldWaiting(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("waiting is detected on Linux")
+	}
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	cs, err := newMCPClient().Connect(ctx, &mcp.StreamableClientTransport{
+		Endpoint: e.ts.URL + "/mcp", HTTPClient: &http.Client{Transport: tr}, MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	// job_input's yield says when it returns: at the next wait, not at an
+	// output pause.
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range tools.Tools {
+		if tool.Name == api.ToolJobInput {
+			b, _ := json.Marshal(tool.InputSchema)
+			if !strings.Contains(string(b), "as soon as the job waits for input again") || strings.Contains(string(b), "100 ms") {
+				t.Errorf("job_input's schema: %s", b)
+			}
+		}
+	}
+	_, marker := proctest.Marker(t)
+	for _, tty := range []bool{false, true} {
+		begin := time.Now()
+		r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{
+			"command": marked(marker, `printf 'name? '; read x; echo "hi $x"`), "interactive": true, "tty": tty,
+			"yield": 30, "timeout": 200}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		took := time.Since(begin)
+		var res supervisor.Result
+		structured(t, r, &res)
+		if !res.Running || res.JobID == "" || res.Waiting == nil || res.Waiting.Prompt != "name?" || took > 15*time.Second ||
+			!strings.Contains(toolText(r), "waiting for input") || !strings.Contains(res.Stdout, "name?") {
+			t.Fatalf("tty %v: bash interactive yield after %v: %s", tty, took, toolText(r))
+		}
+		r, _ = cs.CallTool(ctx, &mcp.CallToolParams{Name: "job_wait", Arguments: map[string]any{"id": res.JobID, "timeout": 0.5}})
+		var waited supervisor.Result
+		structured(t, r, &waited)
+		if !waited.Running || waited.Waiting == nil || waited.Waiting.Prompt != "name?" || !strings.Contains(toolText(r), "waiting for input") {
+			t.Errorf("tty %v: job_wait: %s", tty, toolText(r))
+		}
+		cs.CallTool(ctx, &mcp.CallToolParams{Name: "job_input", Arguments: map[string]any{"id": res.JobID, "data": "ann\n"}})
+		r, _ = cs.CallTool(ctx, &mcp.CallToolParams{Name: "job_wait", Arguments: map[string]any{"id": res.JobID, "timeout": 30}})
+		var final supervisor.Result
+		structured(t, r, &final)
+		if final.Running || final.Waiting != nil || !strings.Contains(final.Stdout, "hi ann") {
+			t.Errorf("tty %v: job_wait after the answer: %s", tty, toolText(r))
+		}
+	}
+}
+
+// TestMCPScreenViews: a full-screen program's yield, job_input and
+// job_output texts show its screen, not the escape sequences that drew it;
+// the structured job_input and stdin?yield reads keep the bytes in data and
+// carry the screen.
+func TestMCPScreenViews(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("waiting is detected on Linux")
+	}
+	if _, err := exec.LookPath("vi"); err != nil {
+		t.Skip("vi is not installed (.ci/run installs vim-tiny)")
+	}
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	cs, err := newMCPClient().Connect(ctx, &mcp.StreamableClientTransport{
+		Endpoint: e.ts.URL + "/mcp", HTTPClient: &http.Client{Transport: tr}, MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	_, marker := proctest.Marker(t)
+	file := filepath.Join(t.TempDir(), "f.txt")
+	r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{
+		"command": marked(marker, "vi "+file), "tty": true, "cols": 80, "rows": 24, "yield": 30, "timeout": 200}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res supervisor.Result
+	structured(t, r, &res)
+	if !res.Running || res.Waiting == nil || strings.Contains(toolText(r), "\x1b[") || !strings.Contains(toolText(r), "~") {
+		t.Fatalf("bash vi yield: %q", toolText(r))
+	}
+	r, _ = cs.CallTool(ctx, &mcp.CallToolParams{Name: "job_input", Arguments: map[string]any{"id": res.JobID, "chars": "ihello\u001b", "yield": 20}})
+	var in api.JobInputResult
+	structured(t, r, &in)
+	text := toolText(r)
+	if in.Output == nil || in.Output.Screen == nil || in.Output.Screen.Lines[0] != "hello" || !strings.Contains(in.Output.Data, "\x1b[") ||
+		strings.Contains(text, "\x1b[") || !strings.Contains(text, "alternate screen") || !strings.Contains(text, "\nhello\n") {
+		t.Errorf("job_input yield: %q, structured %+v", text, in.Output)
+	}
+	code, b := e.do(ctx, "POST", "/v1/jobs/"+res.JobID+"/stdin?yield=20", "ddiagain\x1b")
+	var out supervisor.JobOutput
+	if err := json.Unmarshal(b, &out); code != http.StatusOK || err != nil || out.Screen == nil || out.Screen.Lines[0] != "again" {
+		t.Errorf("stdin?yield: %d %s", code, b)
+	}
+	cs.CallTool(ctx, &mcp.CallToolParams{Name: "job_input", Arguments: map[string]any{"id": res.JobID, "chars": ":q!\r"}})
+	cs.CallTool(ctx, &mcp.CallToolParams{Name: "job_wait", Arguments: map[string]any{"id": res.JobID, "timeout": 30}})
+	r, _ = cs.CallTool(ctx, &mcp.CallToolParams{Name: "job_output", Arguments: map[string]any{"id": res.JobID, "after": 0}})
+	if text := toolText(r); strings.Contains(text, "\x1b[") || !strings.Contains(text, "exited") {
+		t.Errorf("job_output of the exited vi: %q", text)
 	}
 }

@@ -136,7 +136,12 @@ type JobOutput struct {
 	State        string `json:"state"`
 	// Waiting is set while the job is blocked reading its input.
 	Waiting *Waiting `json:"waiting,omitempty"`
-	Result  *Result  `json:"result,omitempty"`
+	// Screen, on a stdout read of a terminal job whose stream is a
+	// full-screen program's (the rule of a Result's view:
+	// docs/terminals.md), is the screen as it is at the read's end, which
+	// is what a person sees; Data keeps the bytes that drew it.
+	Screen *Screen `json:"screen,omitempty"`
+	Result *Result `json:"result,omitempty"`
 }
 
 // job is one background job. What it keeps once it exited is its capture's
@@ -182,7 +187,8 @@ type job struct {
 	term       *terminal   // the job's terminal; nil for pipes
 	screen     *screen     // its screen while it runs (guarded by mu); nil for pipes and once it ended
 	lastScreen *Screen     // guarded by mu; the screen a terminal job left
-	proc       *proc       // a terminal job's command while it runs, for its screen; guarded by mu, nil once it ended
+	lastTUI    bool        // guarded by mu; it was a full-screen program's (screen.tui)
+	proc       *proc       // the job's command while it runs, for its screen and Yield's views; guarded by mu, nil once it ended
 }
 
 // forgottenIDs is how many forgotten job IDs the table remembers, to answer
@@ -308,9 +314,9 @@ func (s *Supervisor) launchJob(v validated, listed bool) (*job, *proc, error) {
 		t.mu.Unlock()
 		return nil, nil, err
 	}
-	j.pid, j.stdinW, j.out, j.err, j.tree = p.tree.Pid(), p.stdinW, p.out, p.err, p.tree
+	j.pid, j.stdinW, j.out, j.err, j.tree, j.proc = p.tree.Pid(), p.stdinW, p.out, p.err, p.tree, p
 	if p.term != nil {
-		j.term, j.tty, j.screen, j.proc = p.term, v.tty, p.screen, p
+		j.term, j.tty, j.screen = p.term, v.tty, p.screen
 	}
 	if j.watch != nil {
 		s.startWatch(j, p)
@@ -367,7 +373,7 @@ func (t *jobTable) supervise(ctx context.Context, j *job, p *proc) {
 	if j.screen != nil {
 		// An exited job keeps the last screen's text, not its emulator.
 		sc := j.screen.snapshot()
-		j.lastScreen, j.screen = &sc, nil
+		j.lastScreen, j.lastTUI, j.screen = &sc, j.screen.tui(), nil
 	}
 	j.mu.Unlock()
 	// Retired before anyone learns the job ended, so that a caller woken by

@@ -85,6 +85,9 @@ func (s *Supervisor) readJob(ctx context.Context, j *job, r *retained, stream st
 			} else {
 				out.Waiting, _ = j.currentWait()
 			}
+			if stream == Stdout {
+				out.Screen = j.tuiScreen()
+			}
 			return out, nil
 		}
 		select {

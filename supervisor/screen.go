@@ -46,6 +46,7 @@ type screen struct {
 	title  string         // guarded by mu
 	alt    bool           // guarded by mu; the alternate screen was ever shown
 	moves  int            // guarded by mu; cursor-addressing sequences fed
+	homes  int            // guarded by mu; redraws from the top-left corner fed
 	lines  int            // guarded by mu; newlines fed
 	closed bool           // guarded by mu
 	wg     sync.WaitGroup // the emulators' answer readers
@@ -54,6 +55,11 @@ type screen struct {
 // cursorMoves matches the CSI sequences that address the cursor or erase the
 // screen: CUP, HVP, CUU/CUD/CUF/CUB, CHA, VPA, ED.
 var cursorMoves = regexp.MustCompile(`\x1b\[[0-9;?]*[HfABCDGdJ]`)
+
+// cursorHomes matches the start of a redraw of the whole screen: the cursor
+// sent to the top-left corner (CUP with no or 1;1 parameters), or the whole
+// screen erased (ED 2), once when both come together (top's frames).
+var cursorHomes = regexp.MustCompile(`\x1b\[(?:1?(?:;1?)?)?H(?:\x1b\[2J)?|\x1b\[2J`)
 
 // newScreen returns a screen; its emulator is made at the first look, so a
 // terminal job nobody looks at costs none.
@@ -109,6 +115,7 @@ func (s *screen) update(r *retained, sz TTYSize) {
 		return
 	}
 	s.moves += len(cursorMoves.FindAllIndex(data, -1))
+	s.homes += len(cursorHomes.FindAllIndex(data, -1))
 	s.lines += strings.Count(string(data), "\n")
 	s.em.Write(data)
 	s.fed = start + int64(len(data))
@@ -143,14 +150,15 @@ func (s *screen) snapshot() Screen {
 	return sc
 }
 
-// tui reports whether the stream is a full-screen program's, whose Result
-// and yield views show the screen rather than the stream (docs/terminals.md):
-// it showed the alternate screen, or its cursor-addressing sequences
-// outnumber its lines.
+// tui reports whether the stream is a full-screen program's, whose Result,
+// yield and read views show the screen rather than the stream
+// (docs/terminals.md): it showed the alternate screen, redrew its screen
+// from the top-left corner twice or more (top), or its cursor-addressing
+// sequences outnumber its lines.
 func (s *screen) tui() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.alt || s.moves > max(s.lines, 8)
+	return s.alt || s.homes >= 2 || s.moves > max(s.lines, 8)
 }
 
 // close stops the emulator. A snapshot after it still shows the last
@@ -203,6 +211,30 @@ func (sc Screen) promptLine() string {
 		line = line[:sc.Cursor.Col]
 	}
 	return clipPrompt(strings.TrimRight(string(line), " "))
+}
+
+// tuiScreen returns the screen of a terminal job whose stream is a
+// full-screen program's (screen.tui), as it is now; nil for every other job.
+func (j *job) tuiScreen() *Screen {
+	if j.term == nil {
+		return nil
+	}
+	j.mu.Lock()
+	p, sc, last, lastTUI := j.proc, j.screen, j.lastScreen, j.lastTUI
+	j.mu.Unlock()
+	switch {
+	case sc == nil && lastTUI:
+		c := *last
+		return &c
+	case sc == nil || p == nil:
+		return nil
+	}
+	sc.update(p.out, p.term.getSize())
+	if !sc.tui() {
+		return nil
+	}
+	now := sc.snapshot()
+	return &now
 }
 
 // Screen renders the terminal of a job run with a TTY as it looks now

@@ -93,6 +93,62 @@ type reader struct {
 	call     string // the system call's family: "read", "poll", "select" or "epoll"
 }
 
+// sighting is one look at a reader: the call it is blocked in has timeout
+// (noTimeout: none).
+type sighting struct {
+	r       reader
+	timeout time.Duration
+}
+
+// noTimeout is the timeout of a call that waits until input comes.
+const noTimeout time.Duration = -1
+
+// keyTimeout is the longest timeout of a short wait: a program that waits
+// with a timeout up to it may be asking "is another key coming" (vim's
+// ttimeoutlen of 100 ms after an Escape, readline's keyseq-timeout of
+// 500 ms, ncurses' ESCDELAY of 1 s), and goes on by itself when it passes,
+// so it is not yet the end of a turn. Such a wait is a wait only once the
+// program went back to waiting after its timeout passed, or held to the
+// input for keyTimeout (docs/terminals.md).
+const keyTimeout = time.Second
+
+// short says whether a call with timeout d is a short wait (keyTimeout).
+func short(d time.Duration) bool { return d != noTimeout && d <= keyTimeout }
+
+// candidate is a reader seen, not yet a wait.
+type candidate struct {
+	r       reader
+	inputs  uint64        // the input writes counted when it was first seen
+	first   time.Time     // when r was first seen
+	call    time.Time     // when its current call (timeout) was first seen
+	timeout time.Duration // that call's timeout
+}
+
+// confirms says whether sighting g at now, of the candidate's reader with no
+// input since, makes it a wait, and since when: a call without timeout or
+// with a long one seen a second time (the debounce); a short one seen again
+// once its timeout passed (it is a later call: the program went back to
+// waiting), or after the reader held to the input for keyTimeout. A call
+// whose timeout changed is a new call: it starts over, but for the hold.
+func (c *candidate) confirms(g sighting, now time.Time) (time.Time, bool) {
+	if g.timeout != c.timeout {
+		c.call, c.timeout = now, g.timeout
+		if short(g.timeout) && now.Sub(c.first) >= keyTimeout {
+			return c.first, true
+		}
+		return time.Time{}, false
+	}
+	switch {
+	case !short(g.timeout):
+		return c.call, true
+	case now.Sub(c.call) >= g.timeout:
+		return c.call, true
+	case now.Sub(c.first) >= keyTimeout:
+		return c.first, true
+	}
+	return time.Time{}, false
+}
+
 // inputWatch finds out when a job's tree is blocked reading the job's
 // input, and publishes it on the job. One goroutine (run) per watched job;
 // the job's supervising goroutine owns it (close).
@@ -193,9 +249,7 @@ func (w *inputWatch) run() {
 	interval := quietScan
 	timer := time.NewTimer(quietScan)
 	defer timer.Stop()
-	var cand *reader // a read seen once, not yet a wait
-	var candInputs uint64
-	var candAt time.Time
+	var cand *candidate // a read seen, not yet a wait
 	for {
 		w.sleepy.Store(interval > quietScan)
 		select {
@@ -224,16 +278,17 @@ func (w *inputWatch) run() {
 		w.mu.Lock()
 		waiting, cur := w.waiting, w.cur
 		w.mu.Unlock()
-		var r reader
+		var g sighting
 		var found bool
 		if waiting && (w.stdin == nil || pipeUnread(w.stdin) == 0) {
 			// A wait in progress: one look at the reading thread says
 			// whether it goes on, without listing the tree.
-			r, found = recheck(cur, w.tgt, buf)
+			g, found = recheck(cur, w.tgt, buf)
 		}
 		if !found {
-			r, found = w.scan(buf)
+			g, found = w.scan(buf)
 		}
+		now := time.Now()
 		w.mu.Lock()
 		switch {
 		case !found:
@@ -242,33 +297,36 @@ func (w *inputWatch) run() {
 				w.waiting = false
 				w.set(nil)
 			}
-		case w.waiting && r == w.cur:
-			// The same wait goes on.
-		case cand != nil && *cand == r && candInputs == w.inputs:
-			w.waiting, w.cur, cand = true, r, nil
-			w.set(w.describe(r, candAt))
+		case w.waiting && g.r == w.cur:
+			// The same wait goes on (in the same call or a later one).
+		case cand != nil && cand.r == g.r && cand.inputs == w.inputs:
+			if since, ok := cand.confirms(g, now); ok {
+				w.waiting, w.cur, cand = true, g.r, nil
+				w.set(w.describe(g.r, since))
+			}
 		default:
-			cand, candInputs, candAt = &r, w.inputs, time.Now()
-			interval = quietScan // the second sighting comes soon
+			cand = &candidate{r: g.r, inputs: w.inputs, first: now, call: now, timeout: g.timeout}
 		}
 		w.mu.Unlock()
 		if cand == nil {
 			interval = min(2*interval, maxScanInterval)
+		} else {
+			interval = quietScan // the next sighting comes soon
 		}
 		timer.Reset(interval)
 	}
 }
 
 // scan looks for a thread of the tree blocked reading the job's input.
-func (w *inputWatch) scan(buf []byte) (reader, bool) {
+func (w *inputWatch) scan(buf []byte) (sighting, bool) {
 	if w.stdin != nil && pipeUnread(w.stdin) > 0 {
-		return reader{}, false // input is there: whoever reads it is not waiting
+		return sighting{}, false // input is there: whoever reads it is not waiting
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), maxScanInterval)
 	defer cancel()
 	pids, err := w.tree.Pids(ctx)
 	if err != nil || len(pids) == 0 {
-		return reader{}, false
+		return sighting{}, false
 	}
 	return findReader(pids, w.tgt, buf)
 }

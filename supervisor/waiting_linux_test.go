@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -59,7 +60,7 @@ func need(t *testing.T, progs ...string) {
 	t.Helper()
 	for _, p := range progs {
 		if _, err := exec.LookPath(p); err != nil {
-			t.Skipf("%s is not installed (.ci/run installs it)", p)
+			t.Skipf("%s is not installed (.ci/run installs it: the Debian packages less, vim-tiny, git, bc, sqlite3, make, procps, python3)", p)
 		}
 	}
 }
@@ -114,6 +115,13 @@ func TestWaitingCorpus(t *testing.T) {
 		{"select/pipe", py + `'import select,sys; select.select([sys.stdin],[],[])'`, false, WaitLine, "", false, []string{"python3"}},
 		{"poll/pipe", py + `'import select; p=select.poll(); p.register(0, select.POLLIN); p.poll()'`, false, WaitLine, "", false, []string{"python3"}},
 		{"epoll/pipe", py + `'import select; e=select.epoll(); e.register(0, select.EPOLLIN); e.poll()'`, false, WaitLine, "", false, []string{"python3"}},
+		// timed waits: a long one is a wait at once; short ones once the
+		// program went back to waiting after the timeout (select's timeval,
+		// poll's and epoll's milliseconds)
+		{"select-long/tty", py + `'import select,sys; select.select([sys.stdin],[],[],60)'`, true, WaitLine, "", false, []string{"python3"}},
+		{"select-loop/pipe", py + "'import select,sys\nwhile not select.select([sys.stdin],[],[],0.2)[0]: pass'", false, WaitLine, "", false, []string{"python3"}},
+		{"poll-loop/tty", py + "'import select; p=select.poll(); p.register(0, select.POLLIN)\nwhile not p.poll(200): pass'", true, WaitLine, "", false, []string{"python3"}},
+		{"epoll-loop/pipe", py + "'import select; e=select.epoll(); e.register(0, select.EPOLLIN)\nwhile not e.poll(0.2): pass'", false, WaitLine, "", false, []string{"python3"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -170,6 +178,10 @@ func negatives(t *testing.T) []negative {
 		{"fifo", `f="$(mktemp -u)"; mkfifo "$f"; cat <>"$f"`, "cat"},
 		{"make-j2", `make -s -j2 -f ` + mk, "sleep"},
 		{"tail-f", `tail -f ` + log, "tail"},
+		// one short timed wait (an Escape key's "is another key coming"),
+		// then no read: it went on by itself
+		{"short-select", `python3 -c 'import select,sys,time; select.select([sys.stdin],[],[],0.8); time.sleep(30)'`, "python3"},
+		{"short-poll", `python3 -c 'import select,time; p=select.poll(); p.register(0, select.POLLIN); p.poll(800); time.sleep(30)'`, "python3"},
 	}
 }
 
@@ -388,8 +400,11 @@ func TestTTYSize(t *testing.T) {
 	}
 }
 
-// TestTTYVi: vi on a terminal: typing ihello<Esc> shows hello on the
-// screen's first line with the alternate screen; :q! ends it with exit 0.
+// TestTTYVi: vi on a terminal: typing ihello<Esc> with a yield returns once
+// vi waits again, after it drew hello: the exchange's own output and the
+// screen at that moment show hello on the first line with the alternate
+// screen (vi's Escape-key timeout, a short timed wait, is no wait); :q!
+// ends it with exit 0.
 func TestTTYVi(t *testing.T) {
 	t.Parallel()
 	need(t, "vi")
@@ -399,23 +414,86 @@ func TestTTYVi(t *testing.T) {
 	if w, _ := awaitWaiting(t, s, st.ID); w.Kind != WaitKey {
 		t.Errorf("vi waits with %+v, want kind key", w)
 	}
-	s.Jobs().Input(st.ID, []byte("ihello\x1b"), false)
-	var sc Screen
-	deadline := time.Now().Add(detectWithin)
-	for time.Now().Before(deadline) {
-		sc, _ = s.Jobs().Screen(st.ID)
-		if sc.Lines[0] == "hello" {
-			break
+	for i := range 3 {
+		text := fmt.Sprintf("hello%d", i)
+		keys := "i" + text + "\x1b"
+		if i > 0 {
+			keys = "ddi" + text + "\x1b"
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if sc.Lines[0] != "hello" || !sc.AltScreen || sc.Cols != 80 || sc.Rows != 24 {
-		t.Errorf("screen after ihello<Esc>: %+v", sc)
+		out, err := s.Jobs().Exchange(context.Background(), st.ID, Stdout, []byte(keys), false, 20*time.Second)
+		sc, _ := s.Jobs().Screen(st.ID)
+		if err != nil || out.Waiting == nil || !strings.Contains(out.Data, text) {
+			t.Errorf("exchange %d: %v, waiting %+v, data %q", i, err, out.Waiting, out.Data)
+		}
+		if out.Screen == nil || out.Screen.Lines[0] != text || !out.Screen.AltScreen {
+			t.Errorf("exchange %d: its screen view %+v, want %s on the first line", i, out.Screen, text)
+		}
+		if sc.Lines[0] != text || !sc.AltScreen || sc.Cols != 80 || sc.Rows != 24 || strings.Contains(sc.Lines[sc.Rows-1], "INSERT") {
+			t.Errorf("screen after i%s<Esc>, as the exchange returned: %+v", text, sc)
+		}
 	}
 	s.Jobs().Input(st.ID, []byte(":q!\r"), false)
 	res, err := s.Jobs().Wait(context.Background(), st.ID, 20*time.Second)
 	if err != nil || res.ExitCode == nil || *res.ExitCode != 0 {
 		t.Errorf("vi after :q!: %v %+v", err, res)
+	}
+}
+
+// TestTTYScreenViews: a full-screen program's reads (a stdout read, an
+// exchange) carry the screen, by the rule of a Result's view: less (the
+// alternate screen), top (cursor addressing without it); a line prompt's
+// reads do not; an exited full-screen job's read carries the screen it left.
+func TestTTYScreenViews(t *testing.T) {
+	t.Parallel()
+	s := newSup(t, Config{MaxJobs: 8})
+	file := corpusFile(t)
+	for _, tc := range []struct {
+		name, cmd string
+		progs     []string
+		want      func(Screen) bool // nil: no screen view
+	}{
+		{"less", `less ` + file, []string{"less"}, func(sc Screen) bool {
+			return sc.AltScreen && sc.Lines[0] == "one" && sc.Lines[2] == "three" && strings.Contains(sc.Lines[sc.Cursor.Row], "(END)")
+		}},
+		{"top", `top -d 1`, []string{"top"}, func(sc Screen) bool {
+			return !sc.AltScreen && strings.HasPrefix(sc.Lines[0], "top - ") && slices.ContainsFunc(sc.Lines, func(l string) bool { return strings.Contains(l, "PID") })
+		}},
+		{"line-prompt", `printf '\033[1mbold\033[0m\n'; read -p "name? " x; echo "hi $x"`, nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			need(t, tc.progs...)
+			st := startJob(t, s, JobRequest{Request: Request{Command: tc.cmd, TTY: &TTYSize{Cols: 100, Rows: 30}}})
+			awaitWaiting(t, s, st.ID)
+			out, err := s.Jobs().Output(context.Background(), st.ID, Stdout, CursorNext, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.want == nil {
+				if out.Screen != nil {
+					t.Errorf("a line prompt's read has a screen view: %+v", out.Screen)
+				}
+				out, err = s.Jobs().Exchange(context.Background(), st.ID, Stdout, []byte("ann\r"), false, 20*time.Second)
+				if err != nil || out.Screen != nil || !strings.Contains(out.Data, "hi ann") {
+					t.Errorf("its exchange: %v %+v", err, out)
+				}
+				return
+			}
+			if out.Screen == nil || !tc.want(*out.Screen) {
+				t.Fatalf("read: screen view %+v", out.Screen)
+			}
+			if !strings.Contains(out.Data, "\x1b[") {
+				t.Errorf("read: data %q has lost the bytes that drew the screen", out.Data)
+			}
+			out, err = s.Jobs().Exchange(context.Background(), st.ID, Stdout, []byte("q"), false, 20*time.Second)
+			if err != nil || out.State != JobExited || out.Screen == nil {
+				t.Fatalf("exchange q: %v, state %s, screen %+v", err, out.State, out.Screen)
+			}
+			out, err = s.Jobs().Output(context.Background(), st.ID, Stdout, 0, 0)
+			if err != nil || out.Screen == nil {
+				t.Errorf("the exited job's read: %v, screen %+v", err, out.Screen)
+			}
+		})
 	}
 }
 
@@ -452,5 +530,42 @@ func TestTimeoutSaysWaiting(t *testing.T) {
 	if !res.TimedOut || res.Waiting == nil || res.Waiting.Prompt != "Proceed?" ||
 		!strings.Contains(res.Stderr, "waiting for input") {
 		t.Errorf("timed out: %+v", res)
+	}
+}
+
+// TestCandidateConfirms: the rule that makes a sighting a wait. A call
+// without timeout, or with a long one, is a wait at its second sighting; a
+// short one (an Escape key's timeout) only once seen after its timeout
+// passed, or after the reader held to the input for keyTimeout; a changed
+// timeout is a new call.
+func TestCandidateConfirms(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	r := reader{pid: 1, tid: 1, fd: 0, call: "select"}
+	type look struct {
+		at      time.Duration // after the first sighting
+		timeout time.Duration
+		want    bool
+	}
+	for _, tc := range []struct {
+		name  string
+		first time.Duration // the first sighting's timeout
+		looks []look
+	}{
+		{"no timeout", noTimeout, []look{{ms(10), noTimeout, true}}},
+		{"long timeout", 4 * time.Second, []look{{ms(10), 4 * time.Second, true}}},
+		{"escape then none", ms(25), []look{{ms(10), ms(25), false}, {ms(30), ms(100), false}, {ms(80), ms(100), false},
+			{ms(135), 4 * time.Second, false}, {ms(145), 4 * time.Second, true}}},
+		{"short loop", ms(200), []look{{ms(10), ms(200), false}, {ms(190), ms(200), false}, {ms(210), ms(200), true}}},
+		{"held", ms(300), []look{{ms(200), ms(250), false}, {ms(450), ms(200), false}, {ms(700), ms(300), false},
+			{ms(1010), ms(299), true}}},
+	} {
+		c := &candidate{r: r, first: t0, call: t0, timeout: tc.first}
+		for i, l := range tc.looks {
+			_, ok := c.confirms(sighting{r: r, timeout: l.timeout}, t0.Add(l.at))
+			if ok != l.want {
+				t.Errorf("%s: look %d (%v, timeout %v) confirms %v, want %v", tc.name, i, l.at, l.timeout, ok, l.want)
+			}
+		}
 	}
 }

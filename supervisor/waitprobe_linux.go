@@ -3,9 +3,11 @@ package supervisor
 import (
 	"bytes"
 	"encoding/binary"
+	"math/bits"
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -36,12 +38,17 @@ import (
 // /proc/PID/mem and /proc/PID/syscall needs ptrace access to the process
 // (proc(5), PTRACE_MODE_ATTACH_FSCREDS): the supervisor's own commands, or
 // root; a process it may not read is skipped, never guessed about.
+//
+// A sighting also carries the call's timeout (its argument, or the struct
+// timespec or timeval it points to, read from /proc/PID/mem), so that the
+// watch can tell a short "is another key coming" wait from the end of a
+// turn (waiting.go).
 
 // maxPollFds bounds the pollfd array read from a poll call.
 const maxPollFds = 256
 
 // findReader returns the first thread of pids blocked reading tgt.
-func findReader(pids []int, tgt inputTarget, buf []byte) (reader, bool) {
+func findReader(pids []int, tgt inputTarget, buf []byte) (sighting, bool) {
 	for _, pid := range pids {
 		base := "/proc/" + strconv.Itoa(pid)
 		tids := []string{strconv.Itoa(pid)}
@@ -57,35 +64,41 @@ func findReader(pids []int, tgt inputTarget, buf []byte) (reader, bool) {
 			}
 		}
 	}
-	return reader{}, false
+	return sighting{}, false
 }
 
 // recheck reports whether the thread of r still reads the job's input.
-func recheck(r reader, tgt inputTarget, buf []byte) (reader, bool) {
+func recheck(r reader, tgt inputTarget, buf []byte) (sighting, bool) {
 	got, ok := threadReads(r.pid, strconv.Itoa(r.tid), tgt, buf)
-	return got, ok && got == r
+	return got, ok && got.r == r
 }
 
 // threadReads reports whether thread tid of pid is blocked reading tgt.
-func threadReads(pid int, tid string, tgt inputTarget, buf []byte) (reader, bool) {
+func threadReads(pid int, tid string, tgt inputTarget, buf []byte) (sighting, bool) {
 	base := "/proc/" + strconv.Itoa(pid)
 	b, ok := readSmall(base+"/task/"+tid+"/syscall", buf)
 	if !ok {
-		return reader{}, false
+		return sighting{}, false
 	}
+	// "NR ARG0 ... ARG5 SP PC" (proc(5)); "running", or "-1 SP PC" outside
+	// a call.
 	f := strings.Fields(string(b))
-	if len(f) < 4 || f[0] == "running" {
-		return reader{}, false
+	if len(f) < 7 || f[0] == "running" {
+		return sighting{}, false
 	}
 	nr, err := strconv.Atoi(f[0])
 	if err != nil {
-		return reader{}, false
+		return sighting{}, false
 	}
 	arg := func(i int) uint64 {
 		v, _ := strconv.ParseUint(strings.TrimPrefix(f[1+i], "0x"), 16, 64)
 		return v
 	}
-	family := syscallFamily(nr)
+	call, ok := syscallWait(nr)
+	if !ok {
+		return sighting{}, false
+	}
+	family := call.family
 	var fds []int
 	switch family {
 	case "read":
@@ -96,17 +109,60 @@ func threadReads(pid int, tid string, tgt inputTarget, buf []byte) (reader, bool
 		fds = selectFds(pid, arg(0), arg(1))
 	case "epoll":
 		fds = epollFds(base, int(int32(arg(0))), buf)
-	default:
-		return reader{}, false
 	}
 	t, _ := strconv.Atoi(tid)
 	for _, fd := range fds {
 		if fd >= 0 && isInput(base, fd, tgt) {
-			return reader{pid: pid, tid: t, fd: fd, call: family}, true
+			return sighting{r: reader{pid: pid, tid: t, fd: fd, call: family},
+				timeout: callTimeout(pid, call, arg(call.tArg))}, true
 		}
 	}
-	return reader{}, false
+	return sighting{}, false
 }
+
+// callTimeout returns the timeout of a waiting call c of pid whose timeout
+// argument is a: noTimeout when it has none (or its struct cannot be read:
+// then it is taken as a wait without one, as before the timeout was read).
+// A select's timeval is the one it was called with while it sleeps (the
+// kernel writes the time left into it only when the call returns).
+func callTimeout(pid int, c waitCall, a uint64) time.Duration {
+	switch c.tForm {
+	case tMillis:
+		if ms := int32(a); ms >= 0 {
+			return time.Duration(ms) * time.Millisecond
+		}
+	case tTimespec, tTimeval:
+		if a == 0 {
+			return noTimeout
+		}
+		// Two longs: seconds, then nanoseconds (timespec) or
+		// microseconds (timeval).
+		word := bits.UintSize / 8
+		b := make([]byte, 2*word)
+		if !readMem(pid, a, b) {
+			return noTimeout
+		}
+		var sec, frac int64
+		if word == 8 {
+			sec, frac = int64(binary.NativeEndian.Uint64(b)), int64(binary.NativeEndian.Uint64(b[8:]))
+		} else {
+			sec, frac = int64(int32(binary.NativeEndian.Uint32(b))), int64(int32(binary.NativeEndian.Uint32(b[4:])))
+		}
+		if sec < 0 || frac < 0 || sec > int64(maxCallTimeout/time.Second) {
+			return noTimeout // invalid (the call fails at once) or longer than any turn
+		}
+		unit := time.Nanosecond
+		if c.tForm == tTimeval {
+			unit = time.Microsecond
+		}
+		return time.Duration(sec)*time.Second + time.Duration(frac)*unit
+	}
+	return noTimeout
+}
+
+// maxCallTimeout bounds the timeouts callTimeout reports; a longer one is
+// none (it cannot end a short wait: see keyTimeout).
+const maxCallTimeout = 24 * time.Hour
 
 // isInput reports whether descriptor fd of the process at base is the job's
 // input.

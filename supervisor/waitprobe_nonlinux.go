@@ -8,8 +8,8 @@ import "os"
 // reported waiting (docs/terminals.md), and no watch runs.
 const canWatchInput = false
 
-func findReader([]int, inputTarget, []byte) (reader, bool) { return reader{}, false }
-func recheck(reader, inputTarget, []byte) (reader, bool)   { return reader{}, false }
-func pipeLink(*os.File) string                             { return "" }
-func pipeUnread(*os.File) int                              { return 0 }
-func procArgv(int) []string                                { return nil }
+func findReader([]int, inputTarget, []byte) (sighting, bool) { return sighting{}, false }
+func recheck(reader, inputTarget, []byte) (sighting, bool)   { return sighting{}, false }
+func pipeLink(*os.File) string                               { return "" }
+func pipeUnread(*os.File) int                                { return 0 }
+func procArgv(int) []string                                  { return nil }

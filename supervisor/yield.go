@@ -62,7 +62,7 @@ func (s *Supervisor) handOver(j *job, p *proc, g *gate, w *Waiting) Result {
 	// job's later events are for the job API, not for it.
 	g.close()
 	if s.jobs.listJob(j) {
-		res := p.soFar(j, w)
+		res := p.soFar(j, w, p.v.Yield)
 		if w != nil {
 			g.deliverWaiting(w)
 		}
@@ -75,11 +75,12 @@ func (s *Supervisor) handOver(j *job, p *proc, g *gate, w *Waiting) Result {
 	return *res
 }
 
-// soFar is the Result of a command handed over at its yield: the model
-// views of what it printed until now (a cut view's marker names no spill
-// file: the job's final Result does), and a note saying where it went. The
-// job's cursorless reads start after what these views counted.
-func (p *proc) soFar(j *job, w *Waiting) Result {
+// soFar is the Result of a command handed over at its yield (after
+// yielded): the model views of what it printed until now (a cut view's
+// marker names no spill file: the job's final Result does), and a note
+// saying where it went. The job's cursorless reads start after what these
+// views counted.
+func (p *proc) soFar(j *job, w *Waiting, yielded time.Duration) Result {
 	res := Result{Running: true, JobID: j.id, DurationMs: time.Since(p.begin).Milliseconds(),
 		Kill: KillInfo{Tier: string(p.tree.Tier())}, Waiting: w}
 	if p.jst != nil {
@@ -109,8 +110,63 @@ func (p *proc) soFar(j *job, w *Waiting) Result {
 	}
 	res.Stderr = withNote(res.Stderr, fmt.Sprintf("[corral: still running after %s; it goes on as background job %s "+
 		"until it ends or its timeout of %s passes. Read what it prints next with job output (no cursor needed), "+
-		"wait for its result, or kill it.]", seconds(p.v.Yield), j.id, seconds(p.v.timeout)))
+		"wait for its result, or kill it.]", seconds(yielded), j.id, seconds(p.v.timeout)))
 	return res
+}
+
+// Yield waits up to yield (more than 0, at most the longest timeout) for
+// job id to end or, for an interactive or terminal job, to wait for input
+// (docs/terminals.md), as a yielding command does. It returns the job's
+// Result when it ended; else a running Result (Running, JobID, Waiting when
+// it waits) with the views of everything it printed so far, the screen for
+// a full-screen program, as a yielding command's Result; the job's
+// cursorless reads then start after what these views counted. Errors as
+// Get's, or ctx's.
+func (h *Jobs) Yield(ctx context.Context, id string, yield time.Duration) (Result, error) {
+	j, err := h.s.jobs.get(id)
+	if err != nil {
+		return Result{}, err
+	}
+	if yield <= 0 || yield > h.s.maxTimeout {
+		return Result{}, invalid("yield must be more than 0 and at most %g seconds, got %g",
+			h.s.maxTimeout.Seconds(), yield.Seconds())
+	}
+	timer := time.NewTimer(yield)
+	defer timer.Stop()
+	for {
+		woken := j.waiter()
+		if res, ended := j.exited(); ended {
+			return *res, nil
+		}
+		var w *Waiting
+		if j.watch != nil {
+			if w, _ = j.currentWait(); w != nil {
+				return h.s.yielded(j, w, yield)
+			}
+		}
+		select {
+		case <-j.done:
+		case <-ctx.Done():
+			return Result{}, ctx.Err()
+		case <-timer.C:
+			return h.s.yielded(j, nil, yield)
+		case <-woken:
+		}
+	}
+}
+
+// yielded is the running Result of job j at a Yield (w: it waits for
+// input), or its Result when it ended meanwhile.
+func (s *Supervisor) yielded(j *job, w *Waiting, yield time.Duration) (Result, error) {
+	j.mu.Lock()
+	p := j.proc
+	j.mu.Unlock()
+	if p == nil {
+		<-j.done
+		res, _ := j.exited()
+		return *res, nil
+	}
+	return p.soFar(j, w, yield), nil
 }
 
 // gate passes events to cb until it is closed; close waits for a callback

@@ -109,6 +109,12 @@ func (r *rpc) List(ctx context.Context, req *connect.Request[processpb.ListReque
 		if p.hasTag {
 			info.Tag = &p.tag
 		}
+		if j, err := r.s.sup.Jobs().Get(p.id); err == nil && j.Waiting != nil {
+			// corral's addition (docs/terminals.md): envd's clients skip it.
+			w := j.Waiting
+			info.Waiting = &processpb.Waiting{Since: w.Since.UTC().Format(time.RFC3339Nano), Pid: uint32(w.Pid),
+				Argv: w.Argv, Kind: w.Kind, Prompt: w.Prompt}
+		}
 		out = append(out, info)
 	}
 	return connect.NewResponse(&processpb.ListResponse{Processes: out}), nil

@@ -83,7 +83,8 @@ func TestServeEnvdHealthAndExposure(t *testing.T) {
 // TestEnvdE2BSDK drives `corral serve --envd` with the E2B JavaScript SDK
 // (npm e2b 2.x, debug mode) installed into a temporary directory:
 // commands.run, a failing command, onStdout, a background command killed
-// with its setsid child, wait, sendStdin and closeStdin, commands.list, a
+// with its setsid child, wait, sendStdin and closeStdin, commands.list (also
+// of a process corral lists as waiting for input, with its own field), a
 // timeout, and a flood (64 MiB; CORRAL_E2B_FLOOD_MIB=1024 for the 1 GB
 // run) during which corral's peak RSS stays bounded. It skips when npm or
 // the registry is unavailable, and in -short mode.
@@ -214,6 +215,17 @@ func TestEnvdE2BSDK(t *testing.T) {
 			if st.Stdout != "got hello\n" {
 				t.Errorf("sendStdin: %s", sc.Text())
 			}
+		case "waiting":
+			// corral's List says it waits (ProcessInfo.waiting, JSON
+			// "waiting") before the SDK lists it.
+			if w := envdWaiting(t, s.envdAddr(), st.Pid); w.Prompt != "name?" || w.Kind != "line" {
+				t.Errorf("List's waiting for pid %d: %+v", st.Pid, w)
+			}
+			fmt.Fprintln(stdin, "go")
+		case "listWaiting":
+			if len(st.Listed) != 1 || st.Stdout != "name? got ann\n" {
+				t.Errorf("commands.list() of a waiting process: %s", sc.Text())
+			}
 		case "closeStdin":
 			if st.Stdout != "abc" {
 				t.Errorf("closeStdin: %s", sc.Text())
@@ -245,11 +257,43 @@ func TestEnvdE2BSDK(t *testing.T) {
 			}
 		}
 	}
-	want := []string{"echo", "fail", "onStdout", "background", "kill", "wait", "sendStdin", "closeStdin", "pty", "timeout", "flood"}
+	want := []string{"echo", "fail", "onStdout", "background", "kill", "wait", "sendStdin", "waiting", "listWaiting", "closeStdin", "pty", "timeout", "flood"}
 	if !slices.Equal(seen, want) {
 		t.Errorf("steps %v, want %v", seen, want)
 	}
 	proctest.NoSurvivors(t, markers["plain"], time.Second)
+}
+
+// envdWaiting waits until envd's List (Connect JSON) says pid waits for
+// input, and returns what it says.
+func envdWaiting(t *testing.T, addr string, pid int) (w struct{ Prompt, Kind string }) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second) // a bound on a loaded machine, not a speed
+	for time.Now().Before(deadline) {
+		resp, err := http.Post("http://"+addr+"/process.Process/List", "application/json", strings.NewReader("{}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var list struct {
+			Processes []struct {
+				Pid     int
+				Waiting *struct{ Prompt, Kind string }
+			}
+		}
+		err = json.NewDecoder(resp.Body).Decode(&list)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range list.Processes {
+			if p.Pid == pid && p.Waiting != nil {
+				return *p.Waiting
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("List never said pid %d waits", pid)
+	return w
 }
 
 // waitMarked waits until n processes carry the marker.

@@ -14,9 +14,12 @@ const mcpUsage = `Usage: corral mcp [flags]
 
 Speaks MCP over stdin and stdout (newline-delimited JSON-RPC) with the
 tools bash (run a command, live output as progress notifications,
-cancellation kills its tree; background: true starts a job), job_output,
-job_input, job_kill and job_list (background jobs), read_output and
-grep_output (read back the spill file of a cut result). A line that is not
+cancellation kills its tree; background: true starts a job; tty: true runs
+it on a terminal; a yield returns as soon as it waits for input),
+job_output, job_input, job_wait, job_kill, job_list and job_screen
+(background jobs; job_screen shows a terminal job's screen), read_output
+and grep_output (read back the spill file of a cut result), and history
+(the session's last results). A line that is not
 JSON-RPC (malformed, or longer than 16 MiB) gets a JSON-RPC error reply
 (-32700) and is skipped; the server keeps serving. Logs go to stderr,
 warnings only by default. The server ends when stdin closes or on SIGTERM /

@@ -5,7 +5,8 @@
 // message names, field numbers and JSON names, so the Connect paths
 // (/process.Process/Start, ...) and both codecs match. One addition: SendSignalRequest.descendants
 // (field 3) from e2b-dev/infra pull request 3617 (envd 0.7.1), accepted and ignored
-// because corral always signals the whole tree.
+// because corral always signals the whole tree. And corral's own: ProcessInfo.waiting
+// (field 1000, message Waiting), which envd's clients skip as an unknown field.
 //
 // Regenerate with api/envd/generate.sh (the commands and tool versions are there).
 
@@ -230,10 +231,16 @@ func (*ListRequest) Descriptor() ([]byte, []int) {
 }
 
 type ProcessInfo struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Config        *ProcessConfig         `protobuf:"bytes,1,opt,name=config,proto3" json:"config,omitempty"`
-	Pid           uint32                 `protobuf:"varint,2,opt,name=pid,proto3" json:"pid,omitempty"`
-	Tag           *string                `protobuf:"bytes,3,opt,name=tag,proto3,oneof" json:"tag,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Config *ProcessConfig         `protobuf:"bytes,1,opt,name=config,proto3" json:"config,omitempty"`
+	Pid    uint32                 `protobuf:"varint,2,opt,name=pid,proto3" json:"pid,omitempty"`
+	Tag    *string                `protobuf:"bytes,3,opt,name=tag,proto3,oneof" json:"tag,omitempty"`
+	// corral's addition (docs/terminals.md): set while a process of the
+	// command's tree is blocked reading its stdin or terminal. A field number
+	// far above envd's, so that a field envd adds later does not collide;
+	// envd's clients skip it (binary: an unknown field; JSON: connect-es and
+	// the Python SDK ignore unknown fields).
+	Waiting       *Waiting `protobuf:"bytes,1000,opt,name=waiting,proto3,oneof" json:"waiting,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -289,6 +296,91 @@ func (x *ProcessInfo) GetTag() string {
 	return ""
 }
 
+func (x *ProcessInfo) GetWaiting() *Waiting {
+	if x != nil {
+		return x.Waiting
+	}
+	return nil
+}
+
+// Waiting is what a process waits for (corral's addition): as corral's
+// job status "waiting" (since in RFC 3339 with nanoseconds).
+type Waiting struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Since         string                 `protobuf:"bytes,1,opt,name=since,proto3" json:"since,omitempty"`
+	Pid           uint32                 `protobuf:"varint,2,opt,name=pid,proto3" json:"pid,omitempty"`
+	Argv          []string               `protobuf:"bytes,3,rep,name=argv,proto3" json:"argv,omitempty"`
+	Kind          string                 `protobuf:"bytes,4,opt,name=kind,proto3" json:"kind,omitempty"`
+	Prompt        string                 `protobuf:"bytes,5,opt,name=prompt,proto3" json:"prompt,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Waiting) Reset() {
+	*x = Waiting{}
+	mi := &file_process_process_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Waiting) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Waiting) ProtoMessage() {}
+
+func (x *Waiting) ProtoReflect() protoreflect.Message {
+	mi := &file_process_process_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Waiting.ProtoReflect.Descriptor instead.
+func (*Waiting) Descriptor() ([]byte, []int) {
+	return file_process_process_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Waiting) GetSince() string {
+	if x != nil {
+		return x.Since
+	}
+	return ""
+}
+
+func (x *Waiting) GetPid() uint32 {
+	if x != nil {
+		return x.Pid
+	}
+	return 0
+}
+
+func (x *Waiting) GetArgv() []string {
+	if x != nil {
+		return x.Argv
+	}
+	return nil
+}
+
+func (x *Waiting) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *Waiting) GetPrompt() string {
+	if x != nil {
+		return x.Prompt
+	}
+	return ""
+}
+
 type ListResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Processes     []*ProcessInfo         `protobuf:"bytes,1,rep,name=processes,proto3" json:"processes,omitempty"`
@@ -298,7 +390,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_process_process_proto_msgTypes[4]
+	mi := &file_process_process_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -310,7 +402,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_process_process_proto_msgTypes[4]
+	mi := &file_process_process_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -323,7 +415,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_process_process_proto_rawDescGZIP(), []int{4}
+	return file_process_process_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ListResponse) GetProcesses() []*ProcessInfo {
@@ -346,7 +438,7 @@ type StartRequest struct {
 
 func (x *StartRequest) Reset() {
 	*x = StartRequest{}
-	mi := &file_process_process_proto_msgTypes[5]
+	mi := &file_process_process_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -358,7 +450,7 @@ func (x *StartRequest) String() string {
 func (*StartRequest) ProtoMessage() {}
 
 func (x *StartRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_process_process_proto_msgTypes[5]
+	mi := &file_process_process_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -371,7 +463,7 @@ func (x *StartRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartRequest.ProtoReflect.Descriptor instead.
 func (*StartRequest) Descriptor() ([]byte, []int) {
-	return file_process_process_proto_rawDescGZIP(), []int{5}
+	return file_process_process_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *StartRequest) GetProcess() *ProcessConfig {
@@ -412,7 +504,7 @@ type UpdateRequest struct {
 
 func (x *UpdateRequest) Reset() {
 	*x = UpdateRequest{}
-	mi := &file_process_process_proto_msgTypes[6]
+	mi := &file_process_process_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -424,7 +516,7 @@ func (x *UpdateRequest) String() string {
 func (*UpdateRequest) ProtoMessage() {}
 
 func (x *UpdateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_process_process_proto_msgTypes[6]
+	mi := &file_process_process_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -437,7 +529,7 @@ func (x *UpdateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateRequest.ProtoReflect.Descriptor instead.
 func (*UpdateRequest) Descriptor() ([]byte, []int) {
-	return file_process_process_proto_rawDescGZIP(), []int{6}
+	return file_process_process_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *UpdateRequest) GetProcess() *ProcessSelector {
@@ -462,7 +554,7 @@ type UpdateResponse struct {
 
 func (x *UpdateResponse) Reset() {
 	*x = UpdateResponse{}
-	mi := &file_process_process_proto_msgTypes[7]
+	mi := &file_process_process_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -474,7 +566,7 @@ func (x *UpdateResponse) String() string {
 func (*UpdateResponse) ProtoMessage() {}
 
 func (x *UpdateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_process_process_proto_msgTypes[7]
+	mi := &file_process_process_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -487,7 +579,7 @@ func (x *UpdateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateResponse.ProtoReflect.Descriptor instead.
 func (*UpdateResponse) Descriptor() ([]byte, []int) {
-	return file_process_process_proto_rawDescGZIP(), []int{7}
+	return file_process_process_proto_rawDescGZIP(), []int{8}
 }
 
 type ProcessEvent struct {
@@ -505,7 +597,7 @@ type ProcessEvent struct {
 
 func (x *ProcessEvent) Reset() {
 	*x = ProcessEvent{}
-	mi := &file_process_process_proto_msgTypes[8]
+	mi := &file_process_process_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -517,7 +609,7 @@ func (x *ProcessEvent) String() string {
 func (*ProcessEvent) ProtoMessage() {}
 
 func (x *ProcessEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_process_process_proto_msgTypes[8]
+	mi := &file_process_process_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -530,7 +622,7 @@ func (x *ProcessEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessEvent.ProtoReflect.Descriptor instead.
 func (*ProcessEvent) Descriptor() ([]byte, []int) {
-	return file_process_process_proto_rawDescGZIP(), []int{8}
+	return file_process_process_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ProcessEvent) GetEvent() isProcessEvent_Event {
@@ -613,7 +705,7 @@ type StartResponse struct {
 
 func (x *StartResponse) Reset() {
 	*x = StartResponse{}
-	mi := &file_process_process_proto_msgTypes[9]
+	mi := &file_process_process_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -625,7 +717,7 @@ func (x *StartResponse) String() string {
 func (*StartResponse) ProtoMessage() {}
 
 func (x *StartResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_process_process_proto_msgTypes[9]
+	mi := &file_process_process_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -638,7 +730,7 @@ func (x *StartResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartResponse.ProtoReflect.Descriptor instead.
 func (*StartResponse) Descriptor() ([]byte, []int) {
-	return file_process_process_proto_rawDescGZIP(), []int{9}
+	return file_process_process_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *StartResponse) GetEvent() *ProcessEvent {
@@ -657,7 +749,7 @@ type ConnectResponse struct {
 
 func (x *ConnectResponse) Reset() {
 	*x = ConnectResponse{}
-	mi := &file_process_process_proto_msgTypes[10]
+	mi := &file_process_process_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -669,7 +761,7 @@ func (x *ConnectResponse) String() string {
 func (*ConnectResponse) ProtoMessage() {}
 
 func (x *ConnectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_process_process_proto_msgTypes[10]
+	mi := &file_process_process_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -682,7 +774,7 @@ func (x *ConnectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnectResponse.ProtoReflect.Descriptor instead.
 func (*ConnectResponse) Descriptor() ([]byte, []int) {
-	return file_process_process_proto_rawDescGZIP(), []int{10}
+	return file_process_process_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ConnectResponse) GetEvent() *ProcessEvent {
@@ -702,7 +794,7 @@ type SendInputRequest struct {
 
 func (x *SendInputRequest) Reset() {
 	*x = SendInputRequest{}
-	mi := &file_process_process_proto_msgTypes[11]
+	mi := &file_process_process_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -714,7 +806,7 @@ func (x *SendInputRequest) String() string {
 func (*SendInputRequest) ProtoMessage() {}
 
 func (x *SendInputRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_process_process_proto_msgTypes[11]
+	mi := &file_process_process_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -727,7 +819,7 @@ func (x *SendInputRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendInputRequest.ProtoReflect.Descriptor instead.
 func (*SendInputRequest) Descriptor() ([]byte, []int) {
-	return file_process_process_proto_rawDescGZIP(), []int{11}
+	return file_process_process_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SendInputRequest) GetProcess() *ProcessSelector {
@@ -752,7 +844,7 @@ type SendInputResponse struct {
 
 func (x *SendInputResponse) Reset() {
 	*x = SendInputResponse{}
-	mi := &file_process_process_proto_msgTypes[12]
+	mi := &file_process_process_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -764,7 +856,7 @@ func (x *SendInputResponse) String() string {
 func (*SendInputResponse) ProtoMessage() {}
 
 func (x *SendInputResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_process_process_proto_msgTypes[12]
+	mi := &file_process_process_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -777,7 +869,7 @@ func (x *SendInputResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendInputResponse.ProtoReflect.Descriptor instead.
 func (*SendInputResponse) Descriptor() ([]byte, []int) {
-	return file_process_process_proto_rawDescGZIP(), []int{12}
+	return file_process_process_proto_rawDescGZIP(), []int{13}
 }
 
 type ProcessInput struct {
@@ -793,7 +885,7 @@ type ProcessInput struct {
 
 func (x *ProcessInput) Reset() {
 	*x = ProcessInput{}
-	mi := &file_process_process_proto_msgTypes[13]
+	mi := &file_process_process_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -805,7 +897,7 @@ func (x *ProcessInput) String() string {
 func (*ProcessInput) ProtoMessage() {}
 
 func (x *ProcessInput) ProtoReflect() protoreflect.Message {
-	mi := &file_process_process_proto_msgTypes[13]
+	mi := &file_process_process_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -818,7 +910,7 @@ func (x *ProcessInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessInput.ProtoReflect.Descriptor instead.
 func (*ProcessInput) Descriptor() ([]byte, []int) {
-	return file_process_process_proto_rawDescGZIP(), []int{13}
+	return file_process_process_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ProcessInput) GetInput() isProcessInput_Input {
@@ -876,7 +968,7 @@ type StreamInputRequest struct {
 
 func (x *StreamInputRequest) Reset() {
 	*x = StreamInputRequest{}
-	mi := &file_process_process_proto_msgTypes[14]
+	mi := &file_process_process_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -888,7 +980,7 @@ func (x *StreamInputRequest) String() string {
 func (*StreamInputRequest) ProtoMessage() {}
 
 func (x *StreamInputRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_process_process_proto_msgTypes[14]
+	mi := &file_process_process_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -901,7 +993,7 @@ func (x *StreamInputRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamInputRequest.ProtoReflect.Descriptor instead.
 func (*StreamInputRequest) Descriptor() ([]byte, []int) {
-	return file_process_process_proto_rawDescGZIP(), []int{14}
+	return file_process_process_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *StreamInputRequest) GetEvent() isStreamInputRequest_Event {
@@ -968,7 +1060,7 @@ type StreamInputResponse struct {
 
 func (x *StreamInputResponse) Reset() {
 	*x = StreamInputResponse{}
-	mi := &file_process_process_proto_msgTypes[15]
+	mi := &file_process_process_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -980,7 +1072,7 @@ func (x *StreamInputResponse) String() string {
 func (*StreamInputResponse) ProtoMessage() {}
 
 func (x *StreamInputResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_process_process_proto_msgTypes[15]
+	mi := &file_process_process_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -993,7 +1085,7 @@ func (x *StreamInputResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamInputResponse.ProtoReflect.Descriptor instead.
 func (*StreamInputResponse) Descriptor() ([]byte, []int) {
-	return file_process_process_proto_rawDescGZIP(), []int{15}
+	return file_process_process_proto_rawDescGZIP(), []int{16}
 }
 
 type SendSignalRequest struct {
@@ -1008,7 +1100,7 @@ type SendSignalRequest struct {
 
 func (x *SendSignalRequest) Reset() {
 	*x = SendSignalRequest{}
-	mi := &file_process_process_proto_msgTypes[16]
+	mi := &file_process_process_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1020,7 +1112,7 @@ func (x *SendSignalRequest) String() string {
 func (*SendSignalRequest) ProtoMessage() {}
 
 func (x *SendSignalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_process_process_proto_msgTypes[16]
+	mi := &file_process_process_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1033,7 +1125,7 @@ func (x *SendSignalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendSignalRequest.ProtoReflect.Descriptor instead.
 func (*SendSignalRequest) Descriptor() ([]byte, []int) {
-	return file_process_process_proto_rawDescGZIP(), []int{16}
+	return file_process_process_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SendSignalRequest) GetProcess() *ProcessSelector {
@@ -1065,7 +1157,7 @@ type SendSignalResponse struct {
 
 func (x *SendSignalResponse) Reset() {
 	*x = SendSignalResponse{}
-	mi := &file_process_process_proto_msgTypes[17]
+	mi := &file_process_process_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1077,7 +1169,7 @@ func (x *SendSignalResponse) String() string {
 func (*SendSignalResponse) ProtoMessage() {}
 
 func (x *SendSignalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_process_process_proto_msgTypes[17]
+	mi := &file_process_process_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1090,7 +1182,7 @@ func (x *SendSignalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendSignalResponse.ProtoReflect.Descriptor instead.
 func (*SendSignalResponse) Descriptor() ([]byte, []int) {
-	return file_process_process_proto_rawDescGZIP(), []int{17}
+	return file_process_process_proto_rawDescGZIP(), []int{18}
 }
 
 type CloseStdinRequest struct {
@@ -1102,7 +1194,7 @@ type CloseStdinRequest struct {
 
 func (x *CloseStdinRequest) Reset() {
 	*x = CloseStdinRequest{}
-	mi := &file_process_process_proto_msgTypes[18]
+	mi := &file_process_process_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1114,7 +1206,7 @@ func (x *CloseStdinRequest) String() string {
 func (*CloseStdinRequest) ProtoMessage() {}
 
 func (x *CloseStdinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_process_process_proto_msgTypes[18]
+	mi := &file_process_process_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1127,7 +1219,7 @@ func (x *CloseStdinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseStdinRequest.ProtoReflect.Descriptor instead.
 func (*CloseStdinRequest) Descriptor() ([]byte, []int) {
-	return file_process_process_proto_rawDescGZIP(), []int{18}
+	return file_process_process_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CloseStdinRequest) GetProcess() *ProcessSelector {
@@ -1145,7 +1237,7 @@ type CloseStdinResponse struct {
 
 func (x *CloseStdinResponse) Reset() {
 	*x = CloseStdinResponse{}
-	mi := &file_process_process_proto_msgTypes[19]
+	mi := &file_process_process_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1157,7 +1249,7 @@ func (x *CloseStdinResponse) String() string {
 func (*CloseStdinResponse) ProtoMessage() {}
 
 func (x *CloseStdinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_process_process_proto_msgTypes[19]
+	mi := &file_process_process_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1170,7 +1262,7 @@ func (x *CloseStdinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseStdinResponse.ProtoReflect.Descriptor instead.
 func (*CloseStdinResponse) Descriptor() ([]byte, []int) {
-	return file_process_process_proto_rawDescGZIP(), []int{19}
+	return file_process_process_proto_rawDescGZIP(), []int{20}
 }
 
 type ConnectRequest struct {
@@ -1182,7 +1274,7 @@ type ConnectRequest struct {
 
 func (x *ConnectRequest) Reset() {
 	*x = ConnectRequest{}
-	mi := &file_process_process_proto_msgTypes[20]
+	mi := &file_process_process_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1194,7 +1286,7 @@ func (x *ConnectRequest) String() string {
 func (*ConnectRequest) ProtoMessage() {}
 
 func (x *ConnectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_process_process_proto_msgTypes[20]
+	mi := &file_process_process_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1207,7 +1299,7 @@ func (x *ConnectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnectRequest.ProtoReflect.Descriptor instead.
 func (*ConnectRequest) Descriptor() ([]byte, []int) {
-	return file_process_process_proto_rawDescGZIP(), []int{20}
+	return file_process_process_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ConnectRequest) GetProcess() *ProcessSelector {
@@ -1230,7 +1322,7 @@ type ProcessSelector struct {
 
 func (x *ProcessSelector) Reset() {
 	*x = ProcessSelector{}
-	mi := &file_process_process_proto_msgTypes[21]
+	mi := &file_process_process_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1242,7 +1334,7 @@ func (x *ProcessSelector) String() string {
 func (*ProcessSelector) ProtoMessage() {}
 
 func (x *ProcessSelector) ProtoReflect() protoreflect.Message {
-	mi := &file_process_process_proto_msgTypes[21]
+	mi := &file_process_process_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1255,7 +1347,7 @@ func (x *ProcessSelector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessSelector.ProtoReflect.Descriptor instead.
 func (*ProcessSelector) Descriptor() ([]byte, []int) {
-	return file_process_process_proto_rawDescGZIP(), []int{21}
+	return file_process_process_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ProcessSelector) GetSelector() isProcessSelector_Selector {
@@ -1309,7 +1401,7 @@ type PTY_Size struct {
 
 func (x *PTY_Size) Reset() {
 	*x = PTY_Size{}
-	mi := &file_process_process_proto_msgTypes[22]
+	mi := &file_process_process_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1321,7 +1413,7 @@ func (x *PTY_Size) String() string {
 func (*PTY_Size) ProtoMessage() {}
 
 func (x *PTY_Size) ProtoReflect() protoreflect.Message {
-	mi := &file_process_process_proto_msgTypes[22]
+	mi := &file_process_process_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1360,7 +1452,7 @@ type ProcessEvent_StartEvent struct {
 
 func (x *ProcessEvent_StartEvent) Reset() {
 	*x = ProcessEvent_StartEvent{}
-	mi := &file_process_process_proto_msgTypes[24]
+	mi := &file_process_process_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1372,7 +1464,7 @@ func (x *ProcessEvent_StartEvent) String() string {
 func (*ProcessEvent_StartEvent) ProtoMessage() {}
 
 func (x *ProcessEvent_StartEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_process_process_proto_msgTypes[24]
+	mi := &file_process_process_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1385,7 +1477,7 @@ func (x *ProcessEvent_StartEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessEvent_StartEvent.ProtoReflect.Descriptor instead.
 func (*ProcessEvent_StartEvent) Descriptor() ([]byte, []int) {
-	return file_process_process_proto_rawDescGZIP(), []int{8, 0}
+	return file_process_process_proto_rawDescGZIP(), []int{9, 0}
 }
 
 func (x *ProcessEvent_StartEvent) GetPid() uint32 {
@@ -1409,7 +1501,7 @@ type ProcessEvent_DataEvent struct {
 
 func (x *ProcessEvent_DataEvent) Reset() {
 	*x = ProcessEvent_DataEvent{}
-	mi := &file_process_process_proto_msgTypes[25]
+	mi := &file_process_process_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1421,7 +1513,7 @@ func (x *ProcessEvent_DataEvent) String() string {
 func (*ProcessEvent_DataEvent) ProtoMessage() {}
 
 func (x *ProcessEvent_DataEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_process_process_proto_msgTypes[25]
+	mi := &file_process_process_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1434,7 +1526,7 @@ func (x *ProcessEvent_DataEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessEvent_DataEvent.ProtoReflect.Descriptor instead.
 func (*ProcessEvent_DataEvent) Descriptor() ([]byte, []int) {
-	return file_process_process_proto_rawDescGZIP(), []int{8, 1}
+	return file_process_process_proto_rawDescGZIP(), []int{9, 1}
 }
 
 func (x *ProcessEvent_DataEvent) GetOutput() isProcessEvent_DataEvent_Output {
@@ -1505,7 +1597,7 @@ type ProcessEvent_EndEvent struct {
 
 func (x *ProcessEvent_EndEvent) Reset() {
 	*x = ProcessEvent_EndEvent{}
-	mi := &file_process_process_proto_msgTypes[26]
+	mi := &file_process_process_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1517,7 +1609,7 @@ func (x *ProcessEvent_EndEvent) String() string {
 func (*ProcessEvent_EndEvent) ProtoMessage() {}
 
 func (x *ProcessEvent_EndEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_process_process_proto_msgTypes[26]
+	mi := &file_process_process_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1530,7 +1622,7 @@ func (x *ProcessEvent_EndEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessEvent_EndEvent.ProtoReflect.Descriptor instead.
 func (*ProcessEvent_EndEvent) Descriptor() ([]byte, []int) {
-	return file_process_process_proto_rawDescGZIP(), []int{8, 2}
+	return file_process_process_proto_rawDescGZIP(), []int{9, 2}
 }
 
 func (x *ProcessEvent_EndEvent) GetExitCode() int32 {
@@ -1569,7 +1661,7 @@ type ProcessEvent_KeepAlive struct {
 
 func (x *ProcessEvent_KeepAlive) Reset() {
 	*x = ProcessEvent_KeepAlive{}
-	mi := &file_process_process_proto_msgTypes[27]
+	mi := &file_process_process_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1581,7 +1673,7 @@ func (x *ProcessEvent_KeepAlive) String() string {
 func (*ProcessEvent_KeepAlive) ProtoMessage() {}
 
 func (x *ProcessEvent_KeepAlive) ProtoReflect() protoreflect.Message {
-	mi := &file_process_process_proto_msgTypes[27]
+	mi := &file_process_process_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1594,7 +1686,7 @@ func (x *ProcessEvent_KeepAlive) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessEvent_KeepAlive.ProtoReflect.Descriptor instead.
 func (*ProcessEvent_KeepAlive) Descriptor() ([]byte, []int) {
-	return file_process_process_proto_rawDescGZIP(), []int{8, 3}
+	return file_process_process_proto_rawDescGZIP(), []int{9, 3}
 }
 
 type StreamInputRequest_StartEvent struct {
@@ -1606,7 +1698,7 @@ type StreamInputRequest_StartEvent struct {
 
 func (x *StreamInputRequest_StartEvent) Reset() {
 	*x = StreamInputRequest_StartEvent{}
-	mi := &file_process_process_proto_msgTypes[28]
+	mi := &file_process_process_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1618,7 +1710,7 @@ func (x *StreamInputRequest_StartEvent) String() string {
 func (*StreamInputRequest_StartEvent) ProtoMessage() {}
 
 func (x *StreamInputRequest_StartEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_process_process_proto_msgTypes[28]
+	mi := &file_process_process_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1631,7 +1723,7 @@ func (x *StreamInputRequest_StartEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamInputRequest_StartEvent.ProtoReflect.Descriptor instead.
 func (*StreamInputRequest_StartEvent) Descriptor() ([]byte, []int) {
-	return file_process_process_proto_rawDescGZIP(), []int{14, 0}
+	return file_process_process_proto_rawDescGZIP(), []int{15, 0}
 }
 
 func (x *StreamInputRequest_StartEvent) GetProcess() *ProcessSelector {
@@ -1650,7 +1742,7 @@ type StreamInputRequest_DataEvent struct {
 
 func (x *StreamInputRequest_DataEvent) Reset() {
 	*x = StreamInputRequest_DataEvent{}
-	mi := &file_process_process_proto_msgTypes[29]
+	mi := &file_process_process_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1662,7 +1754,7 @@ func (x *StreamInputRequest_DataEvent) String() string {
 func (*StreamInputRequest_DataEvent) ProtoMessage() {}
 
 func (x *StreamInputRequest_DataEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_process_process_proto_msgTypes[29]
+	mi := &file_process_process_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1675,7 +1767,7 @@ func (x *StreamInputRequest_DataEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamInputRequest_DataEvent.ProtoReflect.Descriptor instead.
 func (*StreamInputRequest_DataEvent) Descriptor() ([]byte, []int) {
-	return file_process_process_proto_rawDescGZIP(), []int{14, 1}
+	return file_process_process_proto_rawDescGZIP(), []int{15, 1}
 }
 
 func (x *StreamInputRequest_DataEvent) GetInput() *ProcessInput {
@@ -1693,7 +1785,7 @@ type StreamInputRequest_KeepAlive struct {
 
 func (x *StreamInputRequest_KeepAlive) Reset() {
 	*x = StreamInputRequest_KeepAlive{}
-	mi := &file_process_process_proto_msgTypes[30]
+	mi := &file_process_process_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1705,7 +1797,7 @@ func (x *StreamInputRequest_KeepAlive) String() string {
 func (*StreamInputRequest_KeepAlive) ProtoMessage() {}
 
 func (x *StreamInputRequest_KeepAlive) ProtoReflect() protoreflect.Message {
-	mi := &file_process_process_proto_msgTypes[30]
+	mi := &file_process_process_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1718,7 +1810,7 @@ func (x *StreamInputRequest_KeepAlive) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamInputRequest_KeepAlive.ProtoReflect.Descriptor instead.
 func (*StreamInputRequest_KeepAlive) Descriptor() ([]byte, []int) {
-	return file_process_process_proto_rawDescGZIP(), []int{14, 2}
+	return file_process_process_proto_rawDescGZIP(), []int{15, 2}
 }
 
 var File_process_process_proto protoreflect.FileDescriptor
@@ -1740,12 +1832,21 @@ const file_process_process_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x06\n" +
 	"\x04_cwd\"\r\n" +
-	"\vListRequest\"n\n" +
+	"\vListRequest\"\xac\x01\n" +
 	"\vProcessInfo\x12.\n" +
 	"\x06config\x18\x01 \x01(\v2\x16.process.ProcessConfigR\x06config\x12\x10\n" +
 	"\x03pid\x18\x02 \x01(\rR\x03pid\x12\x15\n" +
-	"\x03tag\x18\x03 \x01(\tH\x00R\x03tag\x88\x01\x01B\x06\n" +
-	"\x04_tag\"B\n" +
+	"\x03tag\x18\x03 \x01(\tH\x00R\x03tag\x88\x01\x01\x120\n" +
+	"\awaiting\x18\xe8\a \x01(\v2\x10.process.WaitingH\x01R\awaiting\x88\x01\x01B\x06\n" +
+	"\x04_tagB\n" +
+	"\n" +
+	"\b_waiting\"q\n" +
+	"\aWaiting\x12\x14\n" +
+	"\x05since\x18\x01 \x01(\tR\x05since\x12\x10\n" +
+	"\x03pid\x18\x02 \x01(\rR\x03pid\x12\x12\n" +
+	"\x04argv\x18\x03 \x03(\tR\x04argv\x12\x12\n" +
+	"\x04kind\x18\x04 \x01(\tR\x04kind\x12\x16\n" +
+	"\x06prompt\x18\x05 \x01(\tR\x06prompt\"B\n" +
 	"\fListResponse\x122\n" +
 	"\tprocesses\x18\x01 \x03(\v2\x14.process.ProcessInfoR\tprocesses\"\xb1\x01\n" +
 	"\fStartRequest\x120\n" +
@@ -1850,88 +1951,90 @@ func file_process_process_proto_rawDescGZIP() []byte {
 }
 
 var file_process_process_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_process_process_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_process_process_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_process_process_proto_goTypes = []any{
 	(Signal)(0),                           // 0: process.Signal
 	(*PTY)(nil),                           // 1: process.PTY
 	(*ProcessConfig)(nil),                 // 2: process.ProcessConfig
 	(*ListRequest)(nil),                   // 3: process.ListRequest
 	(*ProcessInfo)(nil),                   // 4: process.ProcessInfo
-	(*ListResponse)(nil),                  // 5: process.ListResponse
-	(*StartRequest)(nil),                  // 6: process.StartRequest
-	(*UpdateRequest)(nil),                 // 7: process.UpdateRequest
-	(*UpdateResponse)(nil),                // 8: process.UpdateResponse
-	(*ProcessEvent)(nil),                  // 9: process.ProcessEvent
-	(*StartResponse)(nil),                 // 10: process.StartResponse
-	(*ConnectResponse)(nil),               // 11: process.ConnectResponse
-	(*SendInputRequest)(nil),              // 12: process.SendInputRequest
-	(*SendInputResponse)(nil),             // 13: process.SendInputResponse
-	(*ProcessInput)(nil),                  // 14: process.ProcessInput
-	(*StreamInputRequest)(nil),            // 15: process.StreamInputRequest
-	(*StreamInputResponse)(nil),           // 16: process.StreamInputResponse
-	(*SendSignalRequest)(nil),             // 17: process.SendSignalRequest
-	(*SendSignalResponse)(nil),            // 18: process.SendSignalResponse
-	(*CloseStdinRequest)(nil),             // 19: process.CloseStdinRequest
-	(*CloseStdinResponse)(nil),            // 20: process.CloseStdinResponse
-	(*ConnectRequest)(nil),                // 21: process.ConnectRequest
-	(*ProcessSelector)(nil),               // 22: process.ProcessSelector
-	(*PTY_Size)(nil),                      // 23: process.PTY.Size
-	nil,                                   // 24: process.ProcessConfig.EnvsEntry
-	(*ProcessEvent_StartEvent)(nil),       // 25: process.ProcessEvent.StartEvent
-	(*ProcessEvent_DataEvent)(nil),        // 26: process.ProcessEvent.DataEvent
-	(*ProcessEvent_EndEvent)(nil),         // 27: process.ProcessEvent.EndEvent
-	(*ProcessEvent_KeepAlive)(nil),        // 28: process.ProcessEvent.KeepAlive
-	(*StreamInputRequest_StartEvent)(nil), // 29: process.StreamInputRequest.StartEvent
-	(*StreamInputRequest_DataEvent)(nil),  // 30: process.StreamInputRequest.DataEvent
-	(*StreamInputRequest_KeepAlive)(nil),  // 31: process.StreamInputRequest.KeepAlive
+	(*Waiting)(nil),                       // 5: process.Waiting
+	(*ListResponse)(nil),                  // 6: process.ListResponse
+	(*StartRequest)(nil),                  // 7: process.StartRequest
+	(*UpdateRequest)(nil),                 // 8: process.UpdateRequest
+	(*UpdateResponse)(nil),                // 9: process.UpdateResponse
+	(*ProcessEvent)(nil),                  // 10: process.ProcessEvent
+	(*StartResponse)(nil),                 // 11: process.StartResponse
+	(*ConnectResponse)(nil),               // 12: process.ConnectResponse
+	(*SendInputRequest)(nil),              // 13: process.SendInputRequest
+	(*SendInputResponse)(nil),             // 14: process.SendInputResponse
+	(*ProcessInput)(nil),                  // 15: process.ProcessInput
+	(*StreamInputRequest)(nil),            // 16: process.StreamInputRequest
+	(*StreamInputResponse)(nil),           // 17: process.StreamInputResponse
+	(*SendSignalRequest)(nil),             // 18: process.SendSignalRequest
+	(*SendSignalResponse)(nil),            // 19: process.SendSignalResponse
+	(*CloseStdinRequest)(nil),             // 20: process.CloseStdinRequest
+	(*CloseStdinResponse)(nil),            // 21: process.CloseStdinResponse
+	(*ConnectRequest)(nil),                // 22: process.ConnectRequest
+	(*ProcessSelector)(nil),               // 23: process.ProcessSelector
+	(*PTY_Size)(nil),                      // 24: process.PTY.Size
+	nil,                                   // 25: process.ProcessConfig.EnvsEntry
+	(*ProcessEvent_StartEvent)(nil),       // 26: process.ProcessEvent.StartEvent
+	(*ProcessEvent_DataEvent)(nil),        // 27: process.ProcessEvent.DataEvent
+	(*ProcessEvent_EndEvent)(nil),         // 28: process.ProcessEvent.EndEvent
+	(*ProcessEvent_KeepAlive)(nil),        // 29: process.ProcessEvent.KeepAlive
+	(*StreamInputRequest_StartEvent)(nil), // 30: process.StreamInputRequest.StartEvent
+	(*StreamInputRequest_DataEvent)(nil),  // 31: process.StreamInputRequest.DataEvent
+	(*StreamInputRequest_KeepAlive)(nil),  // 32: process.StreamInputRequest.KeepAlive
 }
 var file_process_process_proto_depIdxs = []int32{
-	23, // 0: process.PTY.size:type_name -> process.PTY.Size
-	24, // 1: process.ProcessConfig.envs:type_name -> process.ProcessConfig.EnvsEntry
+	24, // 0: process.PTY.size:type_name -> process.PTY.Size
+	25, // 1: process.ProcessConfig.envs:type_name -> process.ProcessConfig.EnvsEntry
 	2,  // 2: process.ProcessInfo.config:type_name -> process.ProcessConfig
-	4,  // 3: process.ListResponse.processes:type_name -> process.ProcessInfo
-	2,  // 4: process.StartRequest.process:type_name -> process.ProcessConfig
-	1,  // 5: process.StartRequest.pty:type_name -> process.PTY
-	22, // 6: process.UpdateRequest.process:type_name -> process.ProcessSelector
-	1,  // 7: process.UpdateRequest.pty:type_name -> process.PTY
-	25, // 8: process.ProcessEvent.start:type_name -> process.ProcessEvent.StartEvent
-	26, // 9: process.ProcessEvent.data:type_name -> process.ProcessEvent.DataEvent
-	27, // 10: process.ProcessEvent.end:type_name -> process.ProcessEvent.EndEvent
-	28, // 11: process.ProcessEvent.keepalive:type_name -> process.ProcessEvent.KeepAlive
-	9,  // 12: process.StartResponse.event:type_name -> process.ProcessEvent
-	9,  // 13: process.ConnectResponse.event:type_name -> process.ProcessEvent
-	22, // 14: process.SendInputRequest.process:type_name -> process.ProcessSelector
-	14, // 15: process.SendInputRequest.input:type_name -> process.ProcessInput
-	29, // 16: process.StreamInputRequest.start:type_name -> process.StreamInputRequest.StartEvent
-	30, // 17: process.StreamInputRequest.data:type_name -> process.StreamInputRequest.DataEvent
-	31, // 18: process.StreamInputRequest.keepalive:type_name -> process.StreamInputRequest.KeepAlive
-	22, // 19: process.SendSignalRequest.process:type_name -> process.ProcessSelector
-	0,  // 20: process.SendSignalRequest.signal:type_name -> process.Signal
-	22, // 21: process.CloseStdinRequest.process:type_name -> process.ProcessSelector
-	22, // 22: process.ConnectRequest.process:type_name -> process.ProcessSelector
-	22, // 23: process.StreamInputRequest.StartEvent.process:type_name -> process.ProcessSelector
-	14, // 24: process.StreamInputRequest.DataEvent.input:type_name -> process.ProcessInput
-	3,  // 25: process.Process.List:input_type -> process.ListRequest
-	21, // 26: process.Process.Connect:input_type -> process.ConnectRequest
-	6,  // 27: process.Process.Start:input_type -> process.StartRequest
-	7,  // 28: process.Process.Update:input_type -> process.UpdateRequest
-	15, // 29: process.Process.StreamInput:input_type -> process.StreamInputRequest
-	12, // 30: process.Process.SendInput:input_type -> process.SendInputRequest
-	17, // 31: process.Process.SendSignal:input_type -> process.SendSignalRequest
-	19, // 32: process.Process.CloseStdin:input_type -> process.CloseStdinRequest
-	5,  // 33: process.Process.List:output_type -> process.ListResponse
-	11, // 34: process.Process.Connect:output_type -> process.ConnectResponse
-	10, // 35: process.Process.Start:output_type -> process.StartResponse
-	8,  // 36: process.Process.Update:output_type -> process.UpdateResponse
-	16, // 37: process.Process.StreamInput:output_type -> process.StreamInputResponse
-	13, // 38: process.Process.SendInput:output_type -> process.SendInputResponse
-	18, // 39: process.Process.SendSignal:output_type -> process.SendSignalResponse
-	20, // 40: process.Process.CloseStdin:output_type -> process.CloseStdinResponse
-	33, // [33:41] is the sub-list for method output_type
-	25, // [25:33] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	5,  // 3: process.ProcessInfo.waiting:type_name -> process.Waiting
+	4,  // 4: process.ListResponse.processes:type_name -> process.ProcessInfo
+	2,  // 5: process.StartRequest.process:type_name -> process.ProcessConfig
+	1,  // 6: process.StartRequest.pty:type_name -> process.PTY
+	23, // 7: process.UpdateRequest.process:type_name -> process.ProcessSelector
+	1,  // 8: process.UpdateRequest.pty:type_name -> process.PTY
+	26, // 9: process.ProcessEvent.start:type_name -> process.ProcessEvent.StartEvent
+	27, // 10: process.ProcessEvent.data:type_name -> process.ProcessEvent.DataEvent
+	28, // 11: process.ProcessEvent.end:type_name -> process.ProcessEvent.EndEvent
+	29, // 12: process.ProcessEvent.keepalive:type_name -> process.ProcessEvent.KeepAlive
+	10, // 13: process.StartResponse.event:type_name -> process.ProcessEvent
+	10, // 14: process.ConnectResponse.event:type_name -> process.ProcessEvent
+	23, // 15: process.SendInputRequest.process:type_name -> process.ProcessSelector
+	15, // 16: process.SendInputRequest.input:type_name -> process.ProcessInput
+	30, // 17: process.StreamInputRequest.start:type_name -> process.StreamInputRequest.StartEvent
+	31, // 18: process.StreamInputRequest.data:type_name -> process.StreamInputRequest.DataEvent
+	32, // 19: process.StreamInputRequest.keepalive:type_name -> process.StreamInputRequest.KeepAlive
+	23, // 20: process.SendSignalRequest.process:type_name -> process.ProcessSelector
+	0,  // 21: process.SendSignalRequest.signal:type_name -> process.Signal
+	23, // 22: process.CloseStdinRequest.process:type_name -> process.ProcessSelector
+	23, // 23: process.ConnectRequest.process:type_name -> process.ProcessSelector
+	23, // 24: process.StreamInputRequest.StartEvent.process:type_name -> process.ProcessSelector
+	15, // 25: process.StreamInputRequest.DataEvent.input:type_name -> process.ProcessInput
+	3,  // 26: process.Process.List:input_type -> process.ListRequest
+	22, // 27: process.Process.Connect:input_type -> process.ConnectRequest
+	7,  // 28: process.Process.Start:input_type -> process.StartRequest
+	8,  // 29: process.Process.Update:input_type -> process.UpdateRequest
+	16, // 30: process.Process.StreamInput:input_type -> process.StreamInputRequest
+	13, // 31: process.Process.SendInput:input_type -> process.SendInputRequest
+	18, // 32: process.Process.SendSignal:input_type -> process.SendSignalRequest
+	20, // 33: process.Process.CloseStdin:input_type -> process.CloseStdinRequest
+	6,  // 34: process.Process.List:output_type -> process.ListResponse
+	12, // 35: process.Process.Connect:output_type -> process.ConnectResponse
+	11, // 36: process.Process.Start:output_type -> process.StartResponse
+	9,  // 37: process.Process.Update:output_type -> process.UpdateResponse
+	17, // 38: process.Process.StreamInput:output_type -> process.StreamInputResponse
+	14, // 39: process.Process.SendInput:output_type -> process.SendInputResponse
+	19, // 40: process.Process.SendSignal:output_type -> process.SendSignalResponse
+	21, // 41: process.Process.CloseStdin:output_type -> process.CloseStdinResponse
+	34, // [34:42] is the sub-list for method output_type
+	26, // [26:34] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_process_process_proto_init() }
@@ -1941,40 +2044,40 @@ func file_process_process_proto_init() {
 	}
 	file_process_process_proto_msgTypes[1].OneofWrappers = []any{}
 	file_process_process_proto_msgTypes[3].OneofWrappers = []any{}
-	file_process_process_proto_msgTypes[5].OneofWrappers = []any{}
 	file_process_process_proto_msgTypes[6].OneofWrappers = []any{}
-	file_process_process_proto_msgTypes[8].OneofWrappers = []any{
+	file_process_process_proto_msgTypes[7].OneofWrappers = []any{}
+	file_process_process_proto_msgTypes[9].OneofWrappers = []any{
 		(*ProcessEvent_Start)(nil),
 		(*ProcessEvent_Data)(nil),
 		(*ProcessEvent_End)(nil),
 		(*ProcessEvent_Keepalive)(nil),
 	}
-	file_process_process_proto_msgTypes[13].OneofWrappers = []any{
+	file_process_process_proto_msgTypes[14].OneofWrappers = []any{
 		(*ProcessInput_Stdin)(nil),
 		(*ProcessInput_Pty)(nil),
 	}
-	file_process_process_proto_msgTypes[14].OneofWrappers = []any{
+	file_process_process_proto_msgTypes[15].OneofWrappers = []any{
 		(*StreamInputRequest_Start)(nil),
 		(*StreamInputRequest_Data)(nil),
 		(*StreamInputRequest_Keepalive)(nil),
 	}
-	file_process_process_proto_msgTypes[21].OneofWrappers = []any{
+	file_process_process_proto_msgTypes[22].OneofWrappers = []any{
 		(*ProcessSelector_Pid)(nil),
 		(*ProcessSelector_Tag)(nil),
 	}
-	file_process_process_proto_msgTypes[25].OneofWrappers = []any{
+	file_process_process_proto_msgTypes[26].OneofWrappers = []any{
 		(*ProcessEvent_DataEvent_Stdout)(nil),
 		(*ProcessEvent_DataEvent_Stderr)(nil),
 		(*ProcessEvent_DataEvent_Pty)(nil),
 	}
-	file_process_process_proto_msgTypes[26].OneofWrappers = []any{}
+	file_process_process_proto_msgTypes[27].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_process_process_proto_rawDesc), len(file_process_process_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   31,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -43,6 +43,14 @@ const reader = await sbx.commands.run('read -r l; echo "got $l"', { envs: envs('
 await sbx.commands.sendStdin(reader.pid, 'hello\n')
 report('sendStdin', { stdout: (await reader.wait()).stdout })
 
+// corral lists a process that waits for input with a field of its own
+// (ProcessInfo.waiting, 1000): the SDK's list() reads past it.
+const asker = await sbx.commands.run('printf "name? "; read -r l; echo "got $l"', { envs: envs('plain'), background: true, stdin: true })
+await goAhead('waiting', { pid: asker.pid })
+const listedWaiting = (await sbx.commands.list()).filter((p) => p.pid === asker.pid)
+await sbx.commands.sendStdin(asker.pid, 'ann\n')
+report('listWaiting', { listed: listedWaiting, stdout: (await asker.wait()).stdout })
+
 const cat = await sbx.commands.run('cat', { envs: envs('plain'), background: true, stdin: true })
 await cat.sendStdin('abc')
 await sbx.commands.closeStdin(cat.pid)

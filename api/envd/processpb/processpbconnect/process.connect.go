@@ -5,7 +5,8 @@
 // message names, field numbers and JSON names, so the Connect paths
 // (/process.Process/Start, ...) and both codecs match. One addition: SendSignalRequest.descendants
 // (field 3) from e2b-dev/infra pull request 3617 (envd 0.7.1), accepted and ignored
-// because corral always signals the whole tree.
+// because corral always signals the whole tree. And corral's own: ProcessInfo.waiting
+// (field 1000, message Waiting), which envd's clients skip as an unknown field.
 //
 // Regenerate with api/envd/generate.sh (the commands and tool versions are there).
 
