@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
 	processv1 "sigs.k8s.io/agent-sandbox/packages/sandboxd/spec/process/v1"
@@ -36,7 +37,11 @@ type sandboxd struct {
 
 // startSandboxd runs corral serve with the sandboxd faces on loopback, no
 // token, and a root of its own.
-func startSandboxd(t *testing.T) *sandboxd {
+func startSandboxd(t *testing.T) *sandboxd { return startSandboxdToken(t, "") }
+
+// startSandboxdToken is startSandboxd requiring token (from --token-file),
+// or no token when it is "".
+func startSandboxdToken(t *testing.T, token string) *sandboxd {
 	t.Helper()
 	bin := corral(t)
 	dir, err := os.MkdirTemp(tmpRoot, "sandboxd-")
@@ -48,8 +53,17 @@ func startSandboxd(t *testing.T) *sandboxd {
 	if err := os.Mkdir(root, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "serve", "--insecure-no-auth", "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "data"),
-		"--sandboxd", "127.0.0.1:0", "--sandboxd-rest", "127.0.0.1:0", "--root-dir", root, "--grace", "0.5")
+	auth := []string{"--insecure-no-auth"}
+	if token != "" {
+		tf := filepath.Join(dir, "token")
+		if err := os.WriteFile(tf, []byte(token+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		auth = []string{"--token-file", tf}
+	}
+	args := append([]string{"serve"}, auth...)
+	cmd := exec.Command(bin, append(args, "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "data"),
+		"--sandboxd", "127.0.0.1:0", "--sandboxd-rest", "127.0.0.1:0", "--root-dir", root, "--grace", "0.5")...)
 	cmd.Env = append(os.Environ(), "CORRAL_CONTAINMENT=")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -91,7 +105,7 @@ func startSandboxd(t *testing.T) *sandboxd {
 // their addresses (gRPC, REST); "" for one the log ended before.
 func sandboxdAddrs(r io.Reader) (a [2]string) {
 	sc := bufio.NewScanner(r)
-	for sc.Scan() && (a[0] == "" || a[1] == "") {
+	for (a[0] == "" || a[1] == "") && sc.Scan() {
 		var l struct{ Sandboxd, SandboxdRest string }
 		if json.Unmarshal(sc.Bytes(), &l) == nil {
 			if l.Sandboxd != "" {
@@ -207,6 +221,58 @@ func TestSandboxdProcessService(t *testing.T) {
 			t.Errorf("exit %v err %v, want -1 (killed by a signal)", exit, err)
 		}
 	})
+	t.Run("PTY", func(t *testing.T) {
+		m := newMarker(t)
+		st, err := c.Start(ctx, &processv1.StartRequest{Config: sh(m,
+			"trap 'echo \"winch:$(stty size)\"' WINCH; stty size; echo to-stderr >&2; read l; echo \"read:$l\"; while :; do sleep 0.1; done"),
+			Pty: &processv1.PTY{Cols: 91, Rows: 17}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev, err := st.Recv()
+		if err != nil || ev.GetInit() == nil {
+			t.Fatalf("first event %v %v, want init", ev, err)
+		}
+		id := ev.GetInit().GetProcessId()
+		var out strings.Builder
+		upTo := func(want string) {
+			t.Helper()
+			for !strings.Contains(out.String(), want) {
+				ev, err := st.Recv()
+				if err != nil || ev.GetStderr() != nil || ev.GetExit() != nil {
+					t.Fatalf("%v %v after %q; want %q on stdout", ev, err, out.String(), want)
+				}
+				out.Write(ev.GetStdout())
+			}
+		}
+		upTo("17 91\r\n")     // the size asked
+		upTo("to-stderr\r\n") // a terminal's one stream
+		if _, err := c.WriteStdin(ctx, &processv1.WriteStdinRequest{ProcessId: id, Payload: &processv1.WriteStdinRequest_Input{Input: []byte("typed\r")}}); err != nil {
+			t.Fatal(err)
+		}
+		upTo("read:typed")
+		if _, err := c.ResizeTTY(ctx, &processv1.ResizeTTYRequest{ProcessId: id, Cols: 132, Rows: 43}); err != nil {
+			t.Fatal(err)
+		}
+		upTo("winch:43 132")
+		if _, err := c.ResizeTTY(ctx, &processv1.ResizeTTYRequest{ProcessId: id, Cols: 0, Rows: 43}); status.Code(err) != codes.InvalidArgument {
+			t.Errorf("a zero-column resize: %v, want InvalidArgument", err)
+		}
+		pipe, pipeID := startProcess(t, ctx, c, sh(m, "cat"))
+		if _, err := c.ResizeTTY(ctx, &processv1.ResizeTTYRequest{ProcessId: pipeID, Cols: 80, Rows: 24}); status.Code(err) != codes.InvalidArgument {
+			t.Errorf("the resize of a pipe process: %v, want InvalidArgument", err)
+		}
+		for _, id := range []int32{id, pipeID} {
+			if _, err := c.SendSignal(ctx, &processv1.SendSignalRequest{ProcessId: id, Signal: processv1.Signal_SIGNAL_SIGKILL}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		recvAll(pipe)
+		if _, _, exit, err := recvAll(st); err != nil || exit.GetExitCode() != -1 {
+			t.Errorf("exit %v err %v, want -1", exit, err)
+		}
+		noSurvivors(t, m, 0)
+	})
 	t.Run("NotFound", func(t *testing.T) {
 		for _, call := range []func() error{
 			func() error {
@@ -215,6 +281,10 @@ func TestSandboxdProcessService(t *testing.T) {
 			},
 			func() error {
 				_, err := c.SendSignal(ctx, &processv1.SendSignalRequest{ProcessId: 424242, Signal: processv1.Signal_SIGNAL_SIGKILL})
+				return err
+			},
+			func() error {
+				_, err := c.ResizeTTY(ctx, &processv1.ResizeTTYRequest{ProcessId: 424242, Cols: 80, Rows: 24})
 				return err
 			},
 		} {
@@ -305,5 +375,52 @@ func TestSandboxdRESTFiles(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(outside, "planted")); err == nil {
 		t.Error("a file was planted outside the root")
+	}
+}
+
+// TestSandboxdToken: with an operator token, agent-sandbox's client needs
+// it in its metadata on every call. corral serve takes one token, so the
+// binary has one client; a process is reachable by that token only (no
+// token or another one is UNAUTHENTICATED before any process is looked
+// up). Several clients, each its own tokens and process ids, are
+// sandboxd.Config.Tokens, tested in api/sandboxd.
+func TestSandboxdToken(t *testing.T) {
+	const token = "sandboxd-deploy-test-token"
+	sd := startSandboxdToken(t, token)
+	c := sd.client
+	bearer := func(tok string) context.Context {
+		return metadata.AppendToOutgoingContext(t.Context(), "authorization", "Bearer "+tok)
+	}
+	m := newMarker(t)
+	resp, err := c.Execute(bearer(token), &processv1.ExecuteRequest{Config: sh(m, "echo ok")})
+	if err != nil || string(resp.GetStdout()) != "ok\n" {
+		t.Fatalf("Execute with the token: %q %v", resp.GetStdout(), err)
+	}
+	st, id := startProcess(t, bearer(token), c, sh(m, "cat"))
+	for _, ctx := range []context.Context{t.Context(), bearer("another-token")} {
+		if _, err := c.Execute(ctx, &processv1.ExecuteRequest{Config: sh(m, "echo ran")}); status.Code(err) != codes.Unauthenticated {
+			t.Errorf("Execute without the token: %v, want Unauthenticated", err)
+		}
+		if _, err := c.SendSignal(ctx, &processv1.SendSignalRequest{ProcessId: id, Signal: processv1.Signal_SIGNAL_SIGKILL}); status.Code(err) != codes.Unauthenticated {
+			t.Errorf("SendSignal without the token: %v, want Unauthenticated", err)
+		}
+		if st, err := c.Start(ctx, &processv1.StartRequest{Config: sh(m, "echo ran")}); err == nil {
+			_, err = st.Recv() // a stream's status comes with its first Recv
+			if status.Code(err) != codes.Unauthenticated {
+				t.Errorf("Start without the token: %v, want Unauthenticated", err)
+			}
+		}
+	}
+	if _, err := c.WriteStdin(bearer(token), &processv1.WriteStdinRequest{ProcessId: id, Payload: &processv1.WriteStdinRequest_Input{Input: []byte("still here\n")}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WriteStdin(bearer(token), &processv1.WriteStdinRequest{ProcessId: id, Payload: &processv1.WriteStdinRequest_Eof{Eof: &emptypb.Empty{}}}); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, exit, err := recvAll(st); err != nil || out != "still here\n" || exit.GetExitCode() != 0 {
+		t.Errorf("stdout %q exit %v err %v: the refused calls reached the process", out, exit, err)
+	}
+	if out := curl(t, "-o", "/dev/null", "http://"+sd.rest+"/v1/files/"); out != "\n401" {
+		t.Errorf("REST files without the token: %q, want 401", out)
 	}
 }

@@ -31,18 +31,27 @@
 //   - process_id is a number this service gives (from 1, never reused while
 //     it serves), not a kernel pid. It names the process until its Start
 //     stream ends; afterwards, and for a process another client started
-//     (another token), WriteStdin and SendSignal answer NOT_FOUND.
+//     (another token), WriteStdin, SendSignal and ResizeTTY answer
+//     NOT_FOUND.
 //   - WriteStdin writes the bytes to the job's stdin pipe, or closes it on
 //     eof. SendSignal reaches the whole tree: SIGKILL kills it at once;
 //     SIGTERM is corral's way down (SIGTERM to every member, then SIGKILL
 //     after the server's grace), so nothing outlives it; SIGINT goes to
 //     every member and kills nothing by itself. SIGTERM and SIGKILL return
 //     once the tree is gone.
-//   - A pty, and ResizeTTY, answer UNIMPLEMENTED: corral's terminals are
-//     served by another face (a separate piece of work); this one runs
-//     commands with pipes.
+//   - Start with pty runs the command on a new terminal of that size (a
+//     zero side takes corral's default, 120×40; more than 1,000 a side is
+//     INVALID_ARGUMENT), as corral's terminals do (docs/terminals.md): the
+//     shell leads the terminal's session, its output, stderr's included, is
+//     the one stdout stream, and WriteStdin types into it raw ("\x03" is
+//     Ctrl-C through the line discipline). A terminal has no end of input:
+//     eof on it is FAILED_PRECONDITION, saying to write "\x04" (Ctrl-D).
+//     ResizeTTY sets the size, and the kernel sends SIGWINCH to the
+//     terminal's foreground process group; a process started without a
+//     pty, or a size out of 1 to 1,000 a side, is INVALID_ARGUMENT, one
+//     that has exited FAILED_PRECONDITION.
 //   - Errors carry gRPC codes: INVALID_ARGUMENT, NOT_FOUND,
-//     PERMISSION_DENIED (a cwd out of the root), UNIMPLEMENTED,
+//     FAILED_PRECONDITION, PERMISSION_DENIED (a cwd out of the root),
 //     RESOURCE_EXHAUSTED (too many jobs), UNAVAILABLE (shutting down),
 //     UNAUTHENTICATED.
 //

@@ -23,10 +23,6 @@ type rpc struct {
 // wait for the tree to be gone.
 const killWait = 30 * time.Second
 
-// ptyRefusal is the message of a pty request and of ResizeTTY.
-const ptyRefusal = "terminals are not served by corral's sandboxd face yet (corral's terminal support is separate " +
-	"work); start the command without pty: it runs with pipes"
-
 // request turns a ProcessConfig into a supervisor.Request: argv exactly,
 // the environment on top of the server's, the cwd beneath the root.
 func (s *Service) request(cfg *processpb.ProcessConfig) (supervisor.Request, error) {
@@ -86,12 +82,14 @@ func (r *rpc) Execute(ctx context.Context, req *processpb.ExecuteRequest) (*proc
 func (r *rpc) Start(req *processpb.StartRequest, stream processpb.ProcessService_StartServer) error {
 	s := r.s
 	ctx := stream.Context()
-	if req.Pty != nil {
-		return status.Error(codes.Unimplemented, ptyRefusal)
-	}
 	cr, err := s.request(req.GetConfig())
 	if err != nil {
 		return err
+	}
+	if pty := req.Pty; pty != nil {
+		// A terminal: its one output stream is stdout, WriteStdin types
+		// into it; a zero side takes corral's default (docs/terminals.md).
+		cr.TTY = &supervisor.TTYSize{Cols: ttySide(pty.GetCols()), Rows: ttySide(pty.GetRows())}
 	}
 	longest := s.sup.Bounds().MaxJobLifetime
 	started, err := s.sup.Jobs().Start(supervisor.JobRequest{Request: cr,
@@ -143,6 +141,10 @@ func (r *rpc) WriteStdin(ctx context.Context, req *processpb.WriteStdinRequest) 
 		return nil, err
 	}
 	eof := req.GetEof() != nil
+	if eof && p.js.TTY() {
+		return nil, status.Errorf(codes.FailedPrecondition, "process %d runs on a pty, which has no end of input to close: "+
+			"write \\x04 (Ctrl-D) for an end of file, or send a signal to end it", req.GetProcessId())
+	}
 	if !eof && len(req.GetInput()) == 0 {
 		return &processpb.WriteStdinResponse{}, nil
 	}
@@ -183,6 +185,29 @@ func (r *rpc) SendSignal(ctx context.Context, req *processpb.SendSignalRequest) 
 	return &processpb.SendSignalResponse{}, nil
 }
 
+// ResizeTTY sets the size of a pty process's terminal; the kernel sends
+// SIGWINCH to its foreground process group. A process started without a
+// pty, or a size out of 1 to supervisor.MaxTTYCells a side, is
+// INVALID_ARGUMENT; one that already exited (its stream not yet ended) is
+// FAILED_PRECONDITION.
 func (r *rpc) ResizeTTY(ctx context.Context, req *processpb.ResizeTTYRequest) (*processpb.ResizeTTYResponse, error) {
-	return nil, status.Error(codes.Unimplemented, ptyRefusal)
+	p, err := r.find(ctx, req.GetProcessId())
+	if err != nil {
+		return nil, err
+	}
+	sz := supervisor.TTYSize{Cols: ttySide(req.GetCols()), Rows: ttySide(req.GetRows())}
+	if err := r.s.sup.Jobs().Resize(p.job, sz); err != nil {
+		switch {
+		case errors.Is(err, supervisor.ErrNoTerminal):
+			return nil, status.Errorf(codes.InvalidArgument, "process %d was started without a pty: it has no terminal to resize", req.GetProcessId())
+		case errors.Is(err, supervisor.ErrJobStdin):
+			return nil, status.Errorf(codes.FailedPrecondition, "process %d has exited", req.GetProcessId())
+		}
+		return nil, toStatus(err)
+	}
+	return &processpb.ResizeTTYResponse{}, nil
 }
+
+// ttySide is a terminal side of the wire as corral's: clamped before the
+// conversion, so a huge uint32 stays out of range and never wraps into it.
+func ttySide(n uint32) int { return int(min(n, supervisor.MaxTTYCells+1)) }

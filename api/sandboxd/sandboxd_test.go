@@ -332,17 +332,17 @@ func TestRefused(t *testing.T) {
 		call func() error
 		want codes.Code
 	}{
-		{"pty", func() error {
-			st, err := e.client.Start(t.Context(), &processpb.StartRequest{Config: bash("", "true"), Pty: &processpb.PTY{Cols: 80, Rows: 24}})
+		{"pty too wide", func() error {
+			st, err := e.client.Start(t.Context(), &processpb.StartRequest{Config: bash("", "true"), Pty: &processpb.PTY{Cols: 1 << 31, Rows: 24}})
 			if err == nil {
 				_, err = st.Recv()
 			}
 			return err
-		}, codes.Unimplemented},
-		{"resize", func() error {
-			_, err := e.client.ResizeTTY(t.Context(), &processpb.ResizeTTYRequest{ProcessId: 1, Cols: 80, Rows: 24})
+		}, codes.InvalidArgument},
+		{"resize of nothing", func() error {
+			_, err := e.client.ResizeTTY(t.Context(), &processpb.ResizeTTYRequest{ProcessId: 1000, Cols: 80, Rows: 24})
 			return err
-		}, codes.Unimplemented},
+		}, codes.NotFound},
 		{"no command", func() error {
 			_, err := e.client.Execute(t.Context(), &processpb.ExecuteRequest{Config: &processpb.ProcessConfig{}})
 			return err
