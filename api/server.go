@@ -34,7 +34,8 @@ type Config struct {
 	// Supervisor runs the commands. Required. The Server does not close it.
 	Supervisor *supervisor.Supervisor
 	// Token, when non-empty, is required as "Authorization: Bearer <Token>"
-	// on every request except GET /healthz. Empty means no authentication.
+	// on every request except GET /healthz and GET /openapi.json. Empty
+	// means no authentication.
 	Token string
 	// MCPTools is the tool profile the MCP servers serve: ProfileCorral
 	// ("" too) or ProfileClaudeCode (see Profiles).
@@ -198,7 +199,8 @@ func New(cfg Config) (*Server, error) {
 }
 
 // Handler is the HTTP API: /v1/exec, /v1/jobs..., /v1/read, /v1/grep,
-// /v1/sessions..., /healthz, /metrics and the MCP endpoint /mcp.
+// /v1/sessions..., /healthz, /metrics, /openapi.json (the contract of all
+// of them, OpenAPI) and the MCP endpoint /mcp.
 func (s *Server) Handler() http.Handler { return s.handler }
 
 // MCPServer is the MCP server with corral's tools, shared by the stdio
@@ -232,6 +234,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", s.healthz)
+	mux.HandleFunc("GET /openapi.json", s.openAPI)
 	mux.Handle("GET /metrics", s.auth(promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})))
 	mux.Handle("POST /v1/exec", s.auth(http.HandlerFunc(s.exec)))
 	mux.Handle("POST /v1/batch", s.auth(http.HandlerFunc(s.batch)))
