@@ -59,7 +59,13 @@ func TestSafeStart(t *testing.T) {
 	t.Run("inside", func(t *testing.T) {
 		s := Safe(t, 50)
 		roots = s.roots()
-		cmd, _ = startSafe(t, s, entry, "ignoreterm", "30")
+		var out *bufio.Reader
+		cmd, out = startSafe(t, s, entry, "ignoreterm", "30")
+		// Its "ready" read before the subtest's cleanup closes the pipe:
+		// written after that, it would die of SIGPIPE, not of the cleanup.
+		if line, err := out.ReadString('\n'); line != "ready\n" {
+			t.Fatalf("helper said %q, %v", line, err)
+		}
 		got, err := ownCgroups("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/cgroup")
 		if err != nil {
 			t.Fatal(err)
