@@ -43,9 +43,15 @@ var layers = map[string][]string{
 	// its generated code.
 	"api/sandboxd/...": {"supervisor", "api/sandboxd/...", "internal/loopback", "internal/confine",
 		"google.golang.org/grpc", "google.golang.org/protobuf"},
-	// budget and killtree: the types of supervisor's public API (Policy,
-	// Info, killtree.Config and Tier) and killtree.Doctor.
-	"cmd/corral": {"api", "api/...", "supervisor", "budget", "killtree", "journal", "spill",
+	// What corral and corral-server share: small, corral run loads it.
+	"cmd/internal/cli": {"killtree"},
+	// corral run links no face (docs/startup.md): budget, spill and journal
+	// for the errors it names, killtree for its Config and Tier.
+	"cmd/corral": {"cmd/internal/cli", "supervisor", "budget", "killtree", "journal", "spill", "golang.org/x/sys"},
+	// The servers and doctor: budget and killtree are the types of
+	// supervisor's public API (Policy, Info, killtree.Config and Tier) and
+	// killtree.Doctor.
+	"cmd/corral-server": {"cmd/internal/cli", "api", "api/...", "supervisor", "budget", "killtree", "journal", "spill",
 		"github.com/rs/zerolog", "golang.org/x/sys", "google.golang.org/grpc"},
 	"internal/proctest": {"golang.org/x/sys"},
 	"integration/...":   {"*"}, // end-to-end tests and their kit use everything

@@ -262,11 +262,13 @@ func TestMCPOverStdio(t *testing.T) {
 	checkMCP(t, c, cs)
 }
 
-// buildCorral builds the corral binary into a temporary directory.
+// buildCorral builds the corral binary into a temporary directory, with
+// the corral-server that corral mcp executes beside it.
 func buildCorral(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "corral")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/corral-sh/corral/cmd/corral").CombinedOutput()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "corral")
+	out, err := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "github.com/corral-sh/corral/cmd/corral", "github.com/corral-sh/corral/cmd/corral-server").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}

@@ -105,7 +105,7 @@ func outcomeOf(res supervisor.Result) string {
 
 // registerGauges registers the gauges read at each scrape: whether the
 // supervisor's journal is offline, and the Go runtime's soft memory limit
-// (corral serve and corral mcp set it: cmd/corral/memlimit.go).
+// (corral serve and corral mcp set it: cmd/corral-server/memlimit.go).
 func registerGauges(reg prometheus.Registerer, sup *supervisor.Supervisor) error {
 	limit := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "corral_memory_limit_bytes",

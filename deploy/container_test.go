@@ -87,13 +87,13 @@ func TestContainerImage(t *testing.T) {
 	mustPodman(t, "import", tarball, base)
 	t.Cleanup(func() { podman(t, "rmi", "-f", base) })
 
-	// The context: the entrypoint and a static corral (the Go build is
+	// The context: the entrypoint and a static corral and corral-server (the Go build is
 	// skipped), built with the repository's Containerfile.
 	ctxDir := filepath.Join(dir, "context")
 	if err := os.MkdirAll(filepath.Join(ctxDir, "deploy", "prebuilt"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	gb := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", filepath.Join(ctxDir, "deploy", "prebuilt", "corral"), "./cmd/corral")
+	gb := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", filepath.Join(ctxDir, "deploy", "prebuilt")+string(filepath.Separator), "./cmd/corral", "./cmd/corral-server")
 	gb.Dir, gb.Env = "..", append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := gb.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)

@@ -169,12 +169,13 @@ func TestDockerfile(t *testing.T) {
 		t.Errorf("ARG GO_VERSION=%q, but go.mod says go %s", args["GO_VERSION"], want)
 	}
 
-	// The binary the builder makes is the one the image holds.
-	if !strings.Contains(strings.Join(build.all("RUN"), "\n"), "-o /out/corral ./cmd/corral") {
-		t.Error("the builder does not build ./cmd/corral into /out/corral")
+	// The binaries the builder makes are the ones the image holds: corral
+	// and the corral-server its serve executes, side by side.
+	if !strings.Contains(strings.Join(build.all("RUN"), "\n"), "-o /out/ ./cmd/corral ./cmd/corral-server") {
+		t.Error("the builder does not build ./cmd/corral and ./cmd/corral-server into /out/")
 	}
 	copies := strings.Join(root.all("COPY"), "\n")
-	for _, want := range []string{"--from=build /out/corral /usr/local/bin/corral", "deploy/entrypoint.sh /usr/local/bin/corral-entrypoint"} {
+	for _, want := range []string{"--from=build /out/corral /out/corral-server /usr/local/bin/", "deploy/entrypoint.sh /usr/local/bin/corral-entrypoint"} {
 		if !strings.Contains(copies, want) {
 			t.Errorf("corral-root does not COPY %s", want)
 		}

@@ -17,7 +17,7 @@ import (
 )
 
 // serveShutdownSlack is what serve adds to --grace for its shutdown
-// deadline (cmd/corral/serve.go: context.WithTimeout(..., grace+2*time.Second)).
+// deadline (cmd/corral-server/serve.go: context.WithTimeout(..., grace+2*time.Second)).
 const serveShutdownSlack = 2 * time.Second
 
 // defaultGrace is serve's --grace default (supervisor.DefaultGrace).
@@ -59,7 +59,7 @@ var corralBin struct {
 	err  error
 }
 
-// corral builds corral from the parent module, once per test binary, and
+// corral builds corral (and corral-server) from the parent module, once per test binary, and
 // returns its path. It skips the test where corral's server does not run.
 func corral(t *testing.T) string {
 	t.Helper()
@@ -68,11 +68,12 @@ func corral(t *testing.T) string {
 	}
 	corralBin.once.Do(func() {
 		p := filepath.Join(tmpRoot, "bin", "corral")
-		args := []string{"build", "-o", p}
+		args := []string{"build", "-o", filepath.Dir(p) + string(filepath.Separator)}
 		if raceBuild {
 			args = append(args, "-race")
 		}
-		cmd := exec.Command("go", append(args, "./cmd/corral")...)
+		// corral-server beside it: corral serve executes it.
+		cmd := exec.Command("go", append(args, "./cmd/corral", "./cmd/corral-server")...)
 		cmd.Dir = ".."
 		if out, err := cmd.CombinedOutput(); err != nil {
 			corralBin.err = fmt.Errorf("go build ./cmd/corral: %v\n%s", err, out)

@@ -51,17 +51,19 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// buildCorral builds ../cmd/corral to out with the go command that runs this
+// buildCorral builds ../cmd/corral to out, and corral-server next to it, with the go command that runs this
 // test (GOROOT/bin/go, else go from PATH).
 func buildCorral(out string) error {
 	gocmd := filepath.Join(goroot(), "bin", "go")
 	if _, err := os.Stat(gocmd); err != nil {
 		gocmd = "go"
 	}
-	cmd := exec.Command(gocmd, "build", "-o", out, "github.com/corral-sh/corral/cmd/corral")
+	// corral-server beside it: corral serve and corral mcp execute it.
+	cmd := exec.Command(gocmd, "build", "-o", filepath.Dir(out)+string(filepath.Separator),
+		"github.com/corral-sh/corral/cmd/corral", "github.com/corral-sh/corral/cmd/corral-server")
 	cmd.Stderr = os.Stderr
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("go build cmd/corral: %w", err)
+		return fmt.Errorf("go build cmd/corral cmd/corral-server: %w", err)
 	}
 	return nil
 }

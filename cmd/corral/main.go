@@ -7,22 +7,23 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
-	"github.com/corral-sh/corral/api"
+	"github.com/corral-sh/corral/budget"
+	"github.com/corral-sh/corral/cmd/internal/cli"
+	"github.com/corral-sh/corral/journal"
+	"github.com/corral-sh/corral/spill"
+	"github.com/corral-sh/corral/supervisor"
 )
 
 // Version is corral's version, set at build time with -ldflags "-X main.Version=...".
 var Version = "0.1.0-dev"
 
 // errUsage marks a command-line mistake; it exits 2.
-var errUsage = errors.New("usage")
+var errUsage = cli.ErrUsage
 
 // exitError carries an exit code out of a subcommand.
-type exitError struct{ code int }
-
-func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
+type exitError = cli.ExitError
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -47,6 +48,9 @@ Usage:
   corral doctor                     show every containment tier and which one is used
   corral version                    print the version
 
+serve, mcp and doctor are corral-server's, which corral executes: it is
+found next to corral, else on PATH.
+
 Environment:
   CORRAL_DATA_DIR      where spill files go (default: $XDG_DATA_HOME/corral or ~/.local/share/corral)
   CORRAL_CONTAINMENT   force a containment tier: cgroup2, cgroup1 or pgroup
@@ -64,12 +68,8 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 	switch args[0] {
 	case "run":
 		err = m.run(ctx, args[1:])
-	case "serve":
-		err = m.serve(ctx, args[1:])
-	case "mcp":
-		err = m.mcp(ctx, args[1:])
-	case "doctor":
-		err = m.doctor(args[1:])
+	case "serve", "mcp", "doctor":
+		err = m.server(args)
 	case "version", "--version":
 		fmt.Fprintln(m.Stdout, "corral", Version)
 	case "help", "-h", "--help":
@@ -78,34 +78,32 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 		fmt.Fprintf(m.Stderr, "corral: unknown command %q\n\n%s", args[0], usage)
 		return 2
 	}
-	var ee exitError
-	switch {
-	case err == nil:
-		return 0
-	case errors.As(err, &ee):
-		return ee.code
-	case errors.Is(err, errUsage):
-		return 2
-	default:
-		fmt.Fprintln(m.Stderr, "corral:", errText(err))
-		return 1
-	}
+	return cli.Exit(err, m.Stderr, errText)
 }
 
-// errText is err as the CLI prints it: the message HTTP and MCP give
-// (api.Message), without the Go package prefixes ("supervisor: ",
-// "journal: ") that error texts keep for logs.
-func errText(err error) string {
-	msg := api.Message(err)
-	for {
-		pkg, rest, ok := strings.Cut(msg, ": ")
-		if !ok || !goPackages[pkg] {
-			return msg
-		}
-		msg = rest
-	}
+// errText is err as the CLI prints it: the message every wire face gives
+// (supervisor.Reason, as api.Message for the errors corral run meets),
+// without the Go package prefixes that error texts keep for logs.
+func errText(err error) string { return cli.Plain(supervisor.Reason(err)) }
+
+// invalidRequest reports whether err is one the wire faces call
+// INVALID_ARGUMENT (api.Code), among the errors corral run meets.
+func invalidRequest(err error) bool {
+	return errors.Is(err, supervisor.ErrInvalidRequest) || errors.Is(err, spill.ErrInvalidName) ||
+		errors.Is(err, budget.ErrInvalid) || errors.Is(err, journal.ErrInvalidSession)
 }
 
-// goPackages are the prefixes errText drops: corral's packages.
-var goPackages = map[string]bool{"api": true, "budget": true, "capture": true, "envd": true, "journal": true,
-	"killtree": true, "ringtail": true, "spill": true, "supervisor": true}
+// errorBody is the error JSON of the wire faces (api.ErrorBody) for an
+// invalid request.
+type errorBody struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func newErrorBody(err error) errorBody {
+	var b errorBody
+	b.Error.Code, b.Error.Message = "INVALID_ARGUMENT", supervisor.Reason(err)
+	return b
+}

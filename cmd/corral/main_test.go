@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -30,7 +31,10 @@ func (c cleanupM) Run() int {
 }
 
 // TestScripts runs testdata/script/*.txtar. Every script gets its own
-// CORRAL_DATA_DIR under $WORK, so spill files never leave the test.
+// CORRAL_DATA_DIR under $WORK, so spill files never leave the test. The
+// scripts' corral is this test binary; the corral-server it executes for
+// serve, mcp and doctor is the one corralBinary built, found on PATH (the
+// scripts that need it skip with -short, which builds nothing).
 //
 // Extra commands:
 //
@@ -40,11 +44,18 @@ func (c cleanupM) Run() int {
 //	capture stdout|stderr RE VAR   set $VAR to the first group of RE's first match
 func TestScripts(t *testing.T) {
 	t.Parallel()
+	var serverDir string
+	if !testing.Short() {
+		serverDir = filepath.Dir(corralBinary(t))
+	}
 	testscript.Run(t, testscript.Params{
 		Dir: "testdata/script",
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("CORRAL_DATA_DIR", env.WorkDir+"/data")
 			env.Setenv("HOME", env.WorkDir+"/home")
+			if serverDir != "" {
+				env.Setenv("PATH", serverDir+string(filepath.ListSeparator)+env.Getenv("PATH"))
+			}
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){

@@ -2,17 +2,17 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
-	"github.com/corral-sh/corral/api"
 	"github.com/corral-sh/corral/budget"
+	"github.com/corral-sh/corral/cmd/internal/cli"
 	"github.com/corral-sh/corral/killtree"
 	"github.com/corral-sh/corral/supervisor"
 )
@@ -60,7 +60,7 @@ type runFlags struct {
 	stdin        string
 	json         bool
 	tty          bool
-	limits       limitFlags
+	limits       cli.Limits
 }
 
 func (m *Main) runFlagSet(f *runFlags) *flag.FlagSet {
@@ -74,7 +74,7 @@ func (m *Main) runFlagSet(f *runFlags) *flag.FlagSet {
 	fs.StringVar(&f.cwd, "cwd", "", "working `directory` (default the current one)")
 	fs.StringVar(&f.session, "session", "default", "session `ID` that names the spill directory ([A-Za-z0-9._-], 1-128); corral run is stateless: each invocation is its own process, so no working directory or variable carries over (use the server or MCP for sessions)")
 	fs.StringVar(&f.label, "label", "bash", "`label` that starts spill file names ([A-Za-z0-9._-], 1-128)")
-	fs.StringVar(&f.dataDir, "data-dir", defaultDataDir(m.Getenv), "`directory` for spill files (default $CORRAL_DATA_DIR, else the XDG data directory + /corral)")
+	fs.StringVar(&f.dataDir, "data-dir", cli.DataDir(m.Getenv), "`directory` for spill files (default $CORRAL_DATA_DIR, else the XDG data directory + /corral)")
 	fs.StringVar(&f.stdoutPolicy, "stdout-policy", "head", "which part of stdout the model sees: head, tail or head+tail")
 	fs.StringVar(&f.stderrPolicy, "stderr-policy", "tail", "which part of stderr the model sees: head, tail or head+tail")
 	fs.Float64Var(&f.grace, "grace", supervisor.DefaultGrace.Seconds(), "`seconds` between SIGTERM and SIGKILL on the way down (0: SIGKILL at once)")
@@ -83,32 +83,8 @@ func (m *Main) runFlagSet(f *runFlags) *flag.FlagSet {
 	fs.StringVar(&f.stdin, "stdin", "", "feed the command's stdin from `file` (- for corral's stdin; default empty)")
 	fs.BoolVar(&f.json, "json", false, "print the Result JSON instead of streaming")
 	fs.BoolVar(&f.tty, "tty", false, "run the command on a terminal of this terminal's size; what you type goes to it (docs/terminals.md)")
-	f.limits.register(fs)
+	f.limits.Register(fs)
 	return fs
-}
-
-// defaultDataDir is $CORRAL_DATA_DIR, else $XDG_DATA_HOME/corral, else
-// ~/.local/share/corral.
-func defaultDataDir(getenv func(string) string) string {
-	if d := getenv("CORRAL_DATA_DIR"); d != "" {
-		return d
-	}
-	if d := getenv("XDG_DATA_HOME"); d != "" {
-		return filepath.Join(d, "corral")
-	}
-	if h := getenv("HOME"); h != "" {
-		return filepath.Join(h, ".local", "share", "corral")
-	}
-	return ""
-}
-
-// tierCache is the tier cache file in dataDir (killtree.Config.TierCache),
-// "" (none) without a data directory.
-func tierCache(dataDir string) string {
-	if dataDir == "" {
-		return ""
-	}
-	return filepath.Join(dataDir, "tiers.json")
 }
 
 func (m *Main) run(ctx context.Context, args []string) error {
@@ -139,8 +115,8 @@ func (m *Main) run(ctx context.Context, args []string) error {
 	}
 	// The tier detection of this boot is cached in the data directory:
 	// a corral run per command must not pay its self-test children.
-	containment := killtree.Config{Tier: killtree.Tier(f.containment), SoleTree: true, TierCache: tierCache(f.dataDir)}
-	if err := f.limits.apply(&containment); err != nil {
+	containment := killtree.Config{Tier: killtree.Tier(f.containment), SoleTree: true, TierCache: cli.TierCache(f.dataDir)}
+	if err := f.limits.Apply(&containment); err != nil {
 		return m.invalid(f.json, &supervisor.RequestError{Reason: err.Error()})
 	}
 	sup, err := supervisor.New(supervisor.Config{
@@ -178,10 +154,10 @@ func (m *Main) run(ctx context.Context, args []string) error {
 		return m.invalid(f.json, err)
 	}
 	if f.json {
-		return api.NewEncoder(m.Stdout).Encode(res)
+		return newEncoder(m.Stdout).Encode(res)
 	}
 	fmt.Fprintln(m.Stderr, summary(res))
-	return exitError{exitCode(res)}
+	return exitError{Code: exitCode(res)}
 }
 
 // request builds the supervisor request from the flags, validating what the
@@ -256,15 +232,15 @@ func (m *Main) readStdin(name string) ([]byte, error) {
 // invalid reports a request the supervisor refused: the error JSON on
 // stdout with --json, a message on stderr otherwise; exit code 2.
 func (m *Main) invalid(asJSON bool, err error) error {
-	if !errors.Is(err, supervisor.ErrInvalidRequest) && api.Code(err) != api.CodeInvalidArgument {
+	if !invalidRequest(err) {
 		return err
 	}
 	if asJSON {
-		api.NewEncoder(m.Stdout).Encode(api.NewErrorBody(err))
+		newEncoder(m.Stdout).Encode(newErrorBody(err))
 	} else {
 		fmt.Fprintln(m.Stderr, "corral:", errText(err))
 	}
-	return exitError{2}
+	return exitError{Code: 2}
 }
 
 // stream writes live output to the terminal as it arrives.
@@ -337,4 +313,12 @@ func plural(n int, one, many string) string {
 		return "1 " + one
 	}
 	return fmt.Sprintf("%d %s", n, many)
+}
+
+// newEncoder is a JSON encoder that does not escape HTML, as the wire
+// faces encode (api.NewEncoder).
+func newEncoder(w io.Writer) *json.Encoder {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -45,17 +44,16 @@ func publicDir(t *testing.T, uid int) string {
 	return d
 }
 
-// corralBinaryIn builds corral into dir.
+// corralBinaryIn builds corral and corral-server into dir.
 func corralBinaryIn(t *testing.T, dir string) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds and runs the corral binary")
 	}
-	bin := filepath.Join(dir, "corral")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	if err := buildBoth(dir); err != nil {
+		t.Fatal(err)
 	}
-	return bin
+	return filepath.Join(dir, "corral")
 }
 
 // asNobody is cmd run as nobody (no supplementary groups) through setpriv.
@@ -203,9 +201,11 @@ func TestDoctorRunAs(t *testing.T) {
 		{[]string{"doctor"}, "no"},
 	} {
 		var out, errs strings.Builder
-		m := &Main{Stdout: &out, Stderr: &errs, Getenv: func(string) string { return "" }}
-		if code := m.Run(context.Background(), tc.args); code != 0 {
-			t.Fatalf("%v: exit %d: %s", tc.args, code, errs.String())
+		// No data directory, no forced tier: nothing of this environment.
+		cmd := exec.Command(corralBinary(t), tc.args...)
+		cmd.Env, cmd.Stdout, cmd.Stderr = []string{"PATH=" + os.Getenv("PATH")}, &out, &errs
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("%v: %v: %s", tc.args, err, errs.String())
 		}
 		if !strings.Contains(out.String(), "cgroup2  yes    yes") && !strings.Contains(out.String(), "cgroup1  yes    yes") {
 			t.Skipf("no cgroup tier here:\n%s", out.String())

@@ -33,7 +33,9 @@ var built struct {
 }
 
 // corralBinary builds the corral binary once for the whole test binary and
-// returns its path. Tests only execute it; none may change or remove it.
+// returns its path; corral-server, which corral serve, mcp and doctor
+// execute, is built next to it. Tests only execute them; none may change or
+// remove them.
 func corralBinary(t testing.TB) string {
 	t.Helper()
 	if testing.Short() {
@@ -44,14 +46,20 @@ func corralBinary(t testing.TB) string {
 			return
 		}
 		built.bin = filepath.Join(built.dir, "corral")
-		if out, err := exec.Command("go", "build", "-o", built.bin, ".").CombinedOutput(); err != nil {
-			built.err = fmt.Errorf("go build: %v\n%s", err, out)
-		}
+		built.err = buildBoth(built.dir)
 	})
 	if built.err != nil {
 		t.Fatal(built.err)
 	}
 	return built.bin
+}
+
+// buildBoth builds corral and corral-server into dir.
+func buildBoth(dir string) error {
+	if out, err := exec.Command("go", "build", "-o", dir+string(filepath.Separator), ".", "../corral-server").CombinedOutput(); err != nil {
+		return fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	return nil
 }
 
 // removeBuilt removes the shared binary's directory, if one was made.

@@ -6,11 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"net/http"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -152,7 +150,7 @@ func (m *Main) serverFlagSet(name, usageText string, f *serverFlags, network boo
 	fs.StringVar(&f.containment, "containment", m.Getenv("CORRAL_CONTAINMENT"), "force a containment `tier`: cgroup2, cgroup1 or pgroup (default: the strongest that works; $CORRAL_CONTAINMENT)")
 	fs.BoolVar(&f.reaper, "reaper", false, "run every command under a reaper of its own, which catches the daemons that leave their session and environment on every tier (a Go runtime start per command)")
 	fs.Float64Var(&f.grace, "grace", supervisor.DefaultGrace.Seconds(), "`seconds` between SIGTERM and SIGKILL on the way down (0: SIGKILL at once)")
-	f.limits.register(fs)
+	f.limits.Register(fs)
 	toolsFlag := "mcp-tools"
 	if name == "corral mcp" {
 		toolsFlag = "tools"
@@ -238,7 +236,7 @@ func (m *Main) newServer(f serverFlags, token, hint string, shared bool, log zer
 	// This process runs commands and nothing else: an orphan born while
 	// only one command lived is that command's (killtree.Config.OwnProcess).
 	containment := killtree.Config{Tier: killtree.Tier(f.containment), Reaper: f.reaper, OwnProcess: true}
-	if err := f.limits.apply(&containment); err != nil {
+	if err := f.limits.Apply(&containment); err != nil {
 		closeJournal()
 		return nil, nil, nil, 0, err
 	}
@@ -454,33 +452,6 @@ func (f serverFlags) checkConnLimits() error {
 
 // seconds converts flag seconds to a Duration.
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
-
-// parseSize parses a byte count with an optional unit, powers of 1024: K,
-// M, G or T, alone or with iB ("512M", "64MiB", "1.5G").
-func parseSize(v string) (int64, error) {
-	t := strings.TrimSpace(v)
-	num := strings.TrimRightFunc(t, func(r rune) bool { return r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' })
-	mult, ok := sizeUnits[strings.ToUpper(strings.TrimSpace(t[len(num):]))]
-	if !ok {
-		return 0, fmt.Errorf("unknown unit in %q (K, M, G or T, alone or with iB, as in 512M or 64MiB)", v)
-	}
-	n, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
-	if err != nil {
-		return 0, err
-	}
-	if n < 0 || math.IsNaN(n) || n*float64(mult) >= math.MaxInt64 {
-		return 0, fmt.Errorf("size %s out of range", v)
-	}
-	return int64(n * float64(mult)), nil
-}
-
-// sizeUnits are the units parseSize takes, all powers of 1024. KB, MB and
-// GB are refused: whether they mean 1000 or 1024 is anyone's guess.
-var sizeUnits = map[string]int64{"": 1,
-	"K": 1 << 10, "KIB": 1 << 10,
-	"M": 1 << 20, "MIB": 1 << 20,
-	"G": 1 << 30, "GIB": 1 << 30,
-	"T": 1 << 40, "TIB": 1 << 40}
 
 // listenAddr is where ln listens, as --listen spells it (the port chosen
 // for :0 included).

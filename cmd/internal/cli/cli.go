@@ -1,0 +1,78 @@
+// Package cli holds what the two commands share: corral (run, and the
+// front door of every other subcommand) and corral-server (serve, mcp,
+// doctor), which corral executes for those (docs/startup.md). It is small
+// on purpose: whatever it imports, corral run initialises.
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+)
+
+// ErrUsage marks a command-line mistake; it exits 2.
+var ErrUsage = errors.New("usage")
+
+// ExitError carries an exit code out of a subcommand.
+type ExitError struct{ Code int }
+
+func (e ExitError) Error() string { return fmt.Sprintf("exit %d", e.Code) }
+
+// Exit is the process exit code for a subcommand's err: 0 for nil, the
+// code of an ExitError, 2 for ErrUsage; anything else is printed on stderr
+// as "corral: " and text(err), and exits 1.
+func Exit(err error, stderr io.Writer, text func(error) string) int {
+	var ee ExitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ee):
+		return ee.Code
+	case errors.Is(err, ErrUsage):
+		return 2
+	}
+	fmt.Fprintln(stderr, "corral:", text(err))
+	return 1
+}
+
+// Plain is an error message without the Go package prefixes ("supervisor:
+// ", "journal: ") that error texts keep for logs.
+func Plain(msg string) string {
+	for {
+		pkg, rest, ok := strings.Cut(msg, ": ")
+		if !ok || !goPackages[pkg] {
+			return msg
+		}
+		msg = rest
+	}
+}
+
+// goPackages are the prefixes Plain drops: corral's packages.
+var goPackages = map[string]bool{"api": true, "budget": true, "capture": true, "envd": true, "journal": true,
+	"killtree": true, "ringtail": true, "spill": true, "supervisor": true}
+
+// DataDir is $CORRAL_DATA_DIR, else $XDG_DATA_HOME/corral, else
+// ~/.local/share/corral; "" when none of them is set.
+func DataDir(getenv func(string) string) string {
+	if d := getenv("CORRAL_DATA_DIR"); d != "" {
+		return d
+	}
+	if d := getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "corral")
+	}
+	if h := getenv("HOME"); h != "" {
+		return filepath.Join(h, ".local", "share", "corral")
+	}
+	return ""
+}
+
+// TierCache is the tier cache file in dataDir (killtree.Config.TierCache),
+// "" (none) without a data directory.
+func TierCache(dataDir string) string {
+	if dataDir == "" {
+		return ""
+	}
+	return filepath.Join(dataDir, "tiers.json")
+}
