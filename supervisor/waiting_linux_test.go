@@ -6,7 +6,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -74,6 +76,12 @@ func TestWaitingCorpus(t *testing.T) {
 	s := newSup(t, Config{MaxJobs: 64})
 	file := corpusFile(t)
 	py := `python3 -c `
+	// sh and pyst print the time ("T<seconds>") just before the read, from
+	// which the row measures its detection.
+	sh := func(cmd string) string { return `echo "T$EPOCHREALTIME"; ` + cmd }
+	pyst := func(code string) string {
+		return `python3 -c 'import time; print("T%f" % time.time(), flush=True)` + "\n" + code + `'`
+	}
 	for _, tc := range []struct {
 		name   string
 		cmd    string
@@ -84,41 +92,49 @@ func TestWaitingCorpus(t *testing.T) {
 		progs  []string
 	}{
 		// a shell read: no prompt on a pipe (bash prints read -p only to a terminal)
-		{"read/pipe", `read x; echo got $x`, false, WaitLine, "", false, nil},
-		{"read/tty", `read -p "name: " x; echo got $x`, true, WaitLine, "name:", false, nil},
+		{"read/pipe", sh(`read x; echo got $x`), false, WaitLine, "", false, nil},
+		{"read/tty", sh(`read -p "name: " x; echo got $x`), true, WaitLine, "name:", false, nil},
 		// echo off, canonical: a password
-		{"read-s/tty", `read -s -p "Password: " x`, true, WaitPassword, "Password:", false, nil},
-		{"input/pipe", py + `'input("name? ")'`, false, WaitLine, "name?", false, []string{"python3"}},
+		{"read-s/tty", sh(`read -s -p "Password: " x`), true, WaitPassword, "Password:", false, nil},
+		// on a pipe there is no echo to turn off, and no prompt
+		{"read-s/pipe", sh(`read -s -p "Password: " x`), false, WaitLine, "", false, nil},
+		{"input/pipe", pyst(`input("name? ")`), false, WaitLine, "name?", false, []string{"python3"}},
 		// input() outside -i reads the terminal line by line (no readline)
-		{"input/tty", py + `'input("name? ")'`, true, WaitLine, "name?", false, []string{"python3"}},
+		{"input/tty", pyst(`input("name? ")`), true, WaitLine, "name?", false, []string{"python3"}},
 		// getpass reads /dev/tty, not its stdin: matched through its controlling terminal
-		{"getpass/tty", py + `'import getpass; getpass.getpass()'`, true, WaitPassword, "Password:", false, []string{"python3"}},
-		{"python-i/pipe", `python3 -i`, false, WaitLine, ">>>", false, []string{"python3"}},
+		{"getpass/tty", pyst(`import getpass; getpass.getpass()`), true, WaitPassword, "Password:", false, []string{"python3"}},
+		// without a controlling terminal getpass warns and reads stdin, its prompt on stderr
+		{"getpass/pipe", pyst(`import getpass; getpass.getpass()`), false, WaitLine, "Password:", false, []string{"python3"}},
+		{"python-i/pipe", sh(`python3 -i`), false, WaitLine, ">>>", false, []string{"python3"}},
 		{"python-i/tty", `python3 -i`, true, WaitKey, ">>>", false, []string{"python3"}},
 		// the prompt goes to stderr
-		{"rm-i/pipe", `rm -i ` + file, false, WaitLine, fmt.Sprintf("rm: remove regular file '%s'?", file), false, nil},
-		{"rm-i/tty", `rm -i ` + file, true, WaitLine, fmt.Sprintf("rm: remove regular file '%s'?", file), false, nil},
+		{"rm-i/pipe", sh(`rm -i ` + file), false, WaitLine, fmt.Sprintf("rm: remove regular file '%s'?", file), false, nil},
+		{"rm-i/tty", sh(`rm -i ` + file), true, WaitLine, fmt.Sprintf("rm: remove regular file '%s'?", file), false, nil},
 		// a full-screen program's prompt is the cursor's row: less's status line
 		{"less/tty", `less ` + file, true, WaitKey, file + " (END)", true, []string{"less"}},
 		{"vi/tty", `vi ` + file, true, WaitKey, "", true, []string{"vi"}},
 		// git's editor: a commit without -m opens vi on the message
 		{"git-commit/tty", `cd "$(mktemp -d)" && git init -q && EDITOR=vi git -c user.name=t -c user.email=t@t commit -q --allow-empty`,
 			true, WaitKey, "", true, []string{"git", "vi"}},
-		{"bc/pipe", `bc -q`, false, WaitLine, "", false, []string{"bc"}},
-		{"sqlite3/tty", `sqlite3`, true, WaitKey, "sqlite>", false, []string{"sqlite3"}},
+		{"bc/pipe", sh(`bc -q`), false, WaitLine, "", false, []string{"bc"}},
+		// on a terminal bc reads through readline: a key at a time
+		{"bc/tty", sh(`bc -q`), true, WaitKey, "", false, []string{"bc"}},
+		{"sqlite3/tty", sh(`sqlite3`), true, WaitKey, "sqlite>", false, []string{"sqlite3"}},
+		{"sqlite3/pipe", sh(`sqlite3`), false, WaitLine, "", false, []string{"sqlite3"}},
 		// top redraws in place without the alternate screen; its cursor row is any row
 		{"top/tty", `top -d 1`, true, WaitKey, anyPrompt, false, []string{"top"}},
-		{"yn/pipe", `printf 'Continue? [Y/n] '; read a`, false, WaitLine, "Continue? [Y/n]", false, nil},
-		{"yn/tty", `printf 'Continue? [Y/n] '; read a`, true, WaitLine, "Continue? [Y/n]", false, nil},
-		{"cat/pipe", `cat`, false, WaitLine, "", false, nil},
+		{"yn/pipe", sh(`printf 'Continue? [Y/n] '; read a`), false, WaitLine, "Continue? [Y/n]", false, nil},
+		{"yn/tty", sh(`printf 'Continue? [Y/n] '; read a`), true, WaitLine, "Continue? [Y/n]", false, nil},
+		{"cat/pipe", sh(`cat`), false, WaitLine, "", false, nil},
+		{"cat/tty", sh(`cat`), true, WaitLine, "", false, nil},
 		// the waiting calls beside read: select, poll and epoll with stdin in the set
-		{"select/pipe", py + `'import select,sys; select.select([sys.stdin],[],[])'`, false, WaitLine, "", false, []string{"python3"}},
-		{"poll/pipe", py + `'import select; p=select.poll(); p.register(0, select.POLLIN); p.poll()'`, false, WaitLine, "", false, []string{"python3"}},
-		{"epoll/pipe", py + `'import select; e=select.epoll(); e.register(0, select.EPOLLIN); e.poll()'`, false, WaitLine, "", false, []string{"python3"}},
+		{"select/pipe", pyst(`import select,sys; select.select([sys.stdin],[],[])`), false, WaitLine, "", false, []string{"python3"}},
+		{"poll/pipe", pyst(`import select; p=select.poll(); p.register(0, select.POLLIN); p.poll()`), false, WaitLine, "", false, []string{"python3"}},
+		{"epoll/pipe", pyst(`import select; e=select.epoll(); e.register(0, select.EPOLLIN); e.poll()`), false, WaitLine, "", false, []string{"python3"}},
 		// timed waits: a long one is a wait at once; short ones once the
 		// program went back to waiting after the timeout (select's timeval,
 		// poll's and epoll's milliseconds)
-		{"select-long/tty", py + `'import select,sys; select.select([sys.stdin],[],[],60)'`, true, WaitLine, "", false, []string{"python3"}},
+		{"select-long/tty", pyst(`import select,sys; select.select([sys.stdin],[],[],60)`), true, WaitLine, "", false, []string{"python3"}},
 		{"select-loop/pipe", py + "'import select,sys\nwhile not select.select([sys.stdin],[],[],0.2)[0]: pass'", false, WaitLine, "", false, []string{"python3"}},
 		{"poll-loop/tty", py + "'import select; p=select.poll(); p.register(0, select.POLLIN)\nwhile not p.poll(200): pass'", true, WaitLine, "", false, []string{"python3"}},
 		{"epoll-loop/pipe", py + "'import select; e=select.epoll(); e.register(0, select.EPOLLIN)\nwhile not e.poll(0.2): pass'", false, WaitLine, "", false, []string{"python3"}},
@@ -136,9 +152,20 @@ func TestWaitingCorpus(t *testing.T) {
 				t.Errorf("waiting %+v, want kind %q and prompt %q", w, tc.kind, tc.prompt)
 			}
 			// Detection comes within a few scans of the read (quietScan,
-			// the debounce), far below this bound; see the benchmark.
+			// the debounce), far below these bounds; see the benchmark.
 			if lag := seen.Sub(w.Since); lag > 5*time.Second || w.Since.Before(st0(s, st.ID)) {
 				t.Errorf("seen %v after its start %v", lag, w.Since)
+			}
+			if strings.Contains(tc.cmd, "T%f") || strings.Contains(tc.cmd, "T$EPOCHREALTIME") {
+				out, _ := s.Jobs().Output(context.Background(), st.ID, Stdout, 0, 0)
+				m := stampRE.FindStringSubmatch(out.Data)
+				if m == nil {
+					t.Fatalf("no time stamp in %q", out.Data)
+				}
+				sec, _ := strconv.ParseFloat(m[1], 64)
+				if lag := seen.Sub(time.Unix(0, int64(sec*1e9))); lag > time.Second || lag < 0 {
+					t.Errorf("seen %v after the read's time stamp, want at most 1 s", lag)
+				}
 			}
 			if w.Pid <= 0 || len(w.Argv) == 0 {
 				t.Errorf("waiting names no process: %+v", w)
@@ -152,6 +179,9 @@ func TestWaitingCorpus(t *testing.T) {
 		})
 	}
 }
+
+// stampRE finds the time a corpus row printed just before its read.
+var stampRE = regexp.MustCompile(`T(\d+\.\d+)`)
 
 // anyPrompt, as a corpus row's prompt, checks none.
 const anyPrompt = "\x00any"
