@@ -147,20 +147,27 @@ func TestDockerfile(t *testing.T) {
 	t.Parallel()
 	args, byName, stages := loadDockerfile(t)
 
-	// Stages: a Go builder, corral-root, and corral last (the default target).
-	if len(stages) != 3 || stages[0].name != "build" || stages[1].name != "corral-root" || stages[2].name != "corral" {
+	// Stages: a Go builder, the userland, corral-root (one layer of the
+	// userland, then the binary), and corral last (the default target).
+	if len(stages) != 4 || stages[0].name != "build" || stages[1].name != "userland" || stages[2].name != "corral-root" || stages[3].name != "corral" {
 		var names []string
 		for _, s := range stages {
 			names = append(names, s.name)
 		}
-		t.Fatalf("stages %q, want build, corral-root, corral (the last is the default target)", names)
+		t.Fatalf("stages %q, want build, userland, corral-root, corral (the last is the default target)", names)
 	}
-	build, root, nonroot := stages[0], stages[1], stages[2]
+	build, userland, root, nonroot := stages[0], stages[1], stages[2], stages[3]
 	if build.base != "${GO_IMAGE}" || !strings.HasPrefix(args["GO_IMAGE"], "golang:${GO_VERSION}") {
 		t.Errorf("builder FROM %s (GO_IMAGE=%s), want ${GO_IMAGE} defaulting to golang:${GO_VERSION}-...", build.base, args["GO_IMAGE"])
 	}
-	if root.base != "${BASE}" || !strings.HasPrefix(args["BASE"], "debian:") {
-		t.Errorf("corral-root FROM %s (BASE=%s), want ${BASE} defaulting to a Debian image", root.base, args["BASE"])
+	if userland.base != "${BASE}" || !strings.HasPrefix(args["BASE"], "debian:") {
+		t.Errorf("userland FROM %s (BASE=%s), want ${BASE} defaulting to a Debian image", userland.base, args["BASE"])
+	}
+	if root.base != "scratch" || !strings.Contains(strings.Join(root.all("COPY"), "\n"), "--from=userland / /") {
+		t.Errorf("corral-root FROM %s, COPY %q: want scratch and the userland copied in one layer", root.base, root.all("COPY"))
+	}
+	if env := strings.Join(root.all("ENV"), "\n"); !strings.Contains(env, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin") {
+		t.Errorf("corral-root ENV %q: an image FROM scratch needs its PATH", env)
 	}
 	if nonroot.base != "corral-root" {
 		t.Errorf("corral FROM %s, want corral-root (one image, two users)", nonroot.base)
@@ -183,11 +190,15 @@ func TestDockerfile(t *testing.T) {
 	if _, err := os.Stat("entrypoint.sh"); err != nil {
 		t.Error(err)
 	}
-	run := strings.Join(root.all("RUN"), "\n")
-	for _, want := range []string{"bash", "coreutils", "procps", "ca-certificates", "useradd --uid 10001", "useradd --uid 10002", " sandbox", "chmod a-s"} {
+	run := strings.Join(userland.all("RUN"), "\n")
+	for _, want := range []string{"bash", "coreutils", "procps", "ca-certificates", "useradd --uid 10001", "useradd --uid 10002", " sandbox", "chmod a-s",
+		`if [ "$SLIM" = 1 ]`, "/usr/bin/dpkg*", "/usr/bin/perl*", "/usr/lib/*/gconv"} {
 		if !strings.Contains(run, want) {
-			t.Errorf("corral-root's RUN lacks %q", want)
+			t.Errorf("userland's RUN lacks %q", want)
 		}
+	}
+	if len(root.all("RUN")) != 0 {
+		t.Errorf("corral-root RUNs %q: each RUN is a layer more; the userland stage does the work", root.all("RUN"))
 	}
 
 	// Who runs corral: root in corral-root, uid 10001 (numeric, so that

@@ -30,6 +30,10 @@ const closeHeadroom = 5 * time.Second
 // tmpRoot is this test binary's scratch directory, removed by TestMain.
 var tmpRoot string
 
+// atExit are what TestMain runs once every test ended (what tests share,
+// such as the container image, is removed there).
+var atExit []func()
+
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "corral-deploy-test-")
 	if err != nil {
@@ -38,6 +42,9 @@ func TestMain(m *testing.M) {
 	}
 	tmpRoot = dir
 	code := m.Run()
+	for _, f := range atExit {
+		f()
+	}
 	os.RemoveAll(dir)
 	// Every server the tests started has exited; their connections with it.
 	http.DefaultClient.CloseIdleConnections()
