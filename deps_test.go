@@ -44,7 +44,7 @@ var layers = map[string][]string{
 	"api/sandboxd/...": {"supervisor", "api/sandboxd/...", "internal/loopback", "internal/confine",
 		"google.golang.org/grpc", "google.golang.org/protobuf"},
 	// What corral and corral-server share: small, corral run loads it.
-	"cmd/internal/cli": {"killtree"},
+	"cmd/internal/cli": {"killtree", "supervisor"},
 	// corral run links no face (docs/startup.md): budget, spill and journal
 	// for the errors it names, killtree for its Config and Tier.
 	"cmd/corral": {"cmd/internal/cli", "supervisor", "budget", "killtree", "journal", "spill", "golang.org/x/sys"},

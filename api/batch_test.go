@@ -73,7 +73,7 @@ func TestBatchInvalid(t *testing.T) {
 		{"concurrency 33", `{"requests":[` + one + `],"concurrency":33}`, "concurrency must be between 1 and 32, got 33"},
 		{"negative concurrency", `{"requests":[` + one + `],"concurrency":-1}`, "concurrency must be between 1 and 32, got -1"},
 		{"bad timeout", `{"requests":[` + one + `,{"command":"true","timeout":301}]}`, "requests[1]: timeout must be between 1 and 300 seconds, got 301"},
-		{"bad yield", `{"requests":[{"command":"true","yield":-1}]}`, "requests[0]: yield must be between 0 and the timeout in seconds, got -1"},
+		{"bad yield", `{"requests":[{"command":"true","yield":-1}]}`, "requests[0]: yield must be between 0 and 21600 seconds, got -1"},
 		{"empty command", `{"requests":[` + one + `,` + one + `,{"command":""}]}`, "requests[2]: command is empty"},
 		{"unknown key", `{"requests":[{"command":"true","cmd":"x"}]}`, "cmd"},
 		{"duplicate key", `{"requests":[` + one + `],"budget":5000,"budget":6000}`, "budget"},

@@ -123,10 +123,10 @@ func (e ExecRequest) request(maxTimeout time.Duration) (supervisor.Request, erro
 	}
 	req.Limits = lim
 	if e.Yield != nil {
-		if y := *e.Yield; y != y || y < 0 || y > supervisor.CeilingTimeout.Seconds() {
-			return req, errorf(ErrInvalidArgument, "yield must be between 0 and the timeout in seconds, got %v", y)
+		// The library checks it against the command's timeout.
+		if req.Yield, err = supervisor.ParseSeconds("yield", *e.Yield, 0, supervisor.CeilingTimeout); err != nil {
+			return req, err
 		}
-		req.Yield = time.Duration(*e.Yield * float64(time.Second))
 	}
 	return req, nil
 }

@@ -353,5 +353,5 @@ func querySeconds(v, name string, lo, hi time.Duration) (time.Duration, error) {
 	if err != nil {
 		return 0, errorf(ErrInvalidArgument, "%s must be a number of seconds, got %q", name, v)
 	}
-	return seconds(f, name, lo, hi)
+	return supervisor.ParseSeconds(name, f, lo, hi)
 }

@@ -42,7 +42,7 @@ func bashOutputSchema() *jsonschema.Schema {
 // running Result with its job ID, its wait and what it printed so far
 // (Jobs.Yield), so job_input can answer it.
 func (s *Server) bashInteractive(ctx context.Context, req *mcp.CallToolRequest, in BashInput, owner string) (*mcp.CallToolResult, any, error) {
-	yield, err := seconds(*in.Yield, "yield", 0, s.sup.Bounds().MaxTimeout)
+	yield, err := supervisor.ParseSeconds("yield", *in.Yield, 0, s.sup.Bounds().MaxTimeout)
 	if err != nil || yield == 0 {
 		return nil, nil, toolError(cmp.Or(err, errorf(ErrInvalidArgument, "interactive without background needs a yield above 0 seconds")))
 	}

@@ -154,7 +154,7 @@ func (s *Server) jobOutputTool(ctx context.Context, req *mcp.CallToolRequest, in
 	if in.Stream == streamBoth {
 		streams = []string{supervisor.Stdout, supervisor.Stderr}
 	}
-	wait, err := seconds(in.Wait, "wait", 0, supervisor.MaxOutputWait)
+	wait, err := supervisor.ParseSeconds("wait", in.Wait, 0, supervisor.MaxOutputWait)
 	if err != nil {
 		return nil, JobOutputResult{}, toolError(err)
 	}
@@ -241,7 +241,7 @@ func (s *Server) jobWaitTool(ctx context.Context, req *mcp.CallToolRequest, in J
 	timeout := DefaultWaitTimeout
 	if in.Timeout != 0 {
 		var err error
-		if timeout, err = seconds(in.Timeout, "timeout", 0, s.sup.Bounds().MaxTimeout); err != nil {
+		if timeout, err = supervisor.ParseSeconds("timeout", in.Timeout, 0, s.sup.Bounds().MaxTimeout); err != nil {
 			return nil, supervisor.Result{}, toolError(err)
 		}
 	}
@@ -315,7 +315,7 @@ func (s *Server) jobInputTool(ctx context.Context, req *mcp.CallToolRequest, in 
 	}
 	res := JobInputResult{ID: in.ID, Written: len(in.Data), Closed: in.Close}
 	if in.Yield != 0 {
-		yield, err := seconds(in.Yield, "yield", 0, supervisor.MaxOutputWait)
+		yield, err := supervisor.ParseSeconds("yield", in.Yield, 0, supervisor.MaxOutputWait)
 		if err != nil {
 			return nil, JobInputResult{}, toolError(err)
 		}
@@ -376,11 +376,3 @@ func (s *Server) jobListTool(ctx context.Context, req *mcp.CallToolRequest, _ st
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: jsonText(list)}}}, list, nil
 }
 
-// seconds converts a wire duration that must lie in [lo, hi].
-func seconds(f float64, name string, lo, hi time.Duration) (time.Duration, error) {
-	if f < lo.Seconds() || f > hi.Seconds() || f != f {
-		return 0, errorf(ErrInvalidArgument, "%s must be between %g and %g seconds, got %v",
-			name, lo.Seconds(), hi.Seconds(), f)
-	}
-	return time.Duration(f * float64(time.Second)), nil
-}

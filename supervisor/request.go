@@ -161,9 +161,17 @@ func checkTimeout(what string, seconds float64, max time.Duration) (time.Duratio
 		return 0, invalid("%s is in seconds, not milliseconds: %v seconds is over the %g allowed; for %g s send %g",
 			what, seconds, max.Seconds(), seconds/1000, seconds/1000)
 	}
-	if math.IsNaN(seconds) || seconds < MinTimeout.Seconds() || seconds > max.Seconds() {
+	return ParseSeconds(what, seconds, MinTimeout, max)
+}
+
+// ParseSeconds is the one parser of a wire duration in seconds (a timeout,
+// a yield, a wait, a lifetime, a grace): seconds must lie in [lo, hi]; NaN
+// and the infinities never do. what names the value in the error, a
+// *RequestError (ErrInvalidRequest) that every face answers as bad input.
+func ParseSeconds(what string, seconds float64, lo, hi time.Duration) (time.Duration, error) {
+	if math.IsNaN(seconds) || seconds < lo.Seconds() || seconds > hi.Seconds() {
 		return 0, invalid("%s must be between %g and %g seconds, got %v",
-			what, MinTimeout.Seconds(), max.Seconds(), seconds)
+			what, lo.Seconds(), hi.Seconds(), seconds)
 	}
 	return time.Duration(seconds * float64(time.Second)), nil
 }

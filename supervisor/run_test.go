@@ -190,6 +190,28 @@ func TestParseTimeout(t *testing.T) {
 	}
 }
 
+// TestParseSeconds: every wire duration (timeout, yield, wait, lifetime,
+// --grace) meets this one check, inclusive at both ends, with one message.
+func TestParseSeconds(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in   float64
+		want time.Duration
+		ok   bool
+	}{
+		{0, 0, true}, {30, 30 * time.Second, true}, {0.25, 250 * time.Millisecond, true},
+		{-0.001, 0, false}, {30.001, 0, false}, {math.NaN(), 0, false}, {math.Inf(1), 0, false}, {math.Inf(-1), 0, false},
+	} {
+		got, err := ParseSeconds("wait", tc.in, 0, 30*time.Second)
+		if tc.ok != (err == nil) || got != tc.want {
+			t.Errorf("ParseSeconds(%v) = %v, %v; want %v, ok %v", tc.in, got, err, tc.want, tc.ok)
+		}
+		if err != nil && (!errors.Is(err, ErrInvalidRequest) || Reason(err) != fmt.Sprintf("wait must be between 0 and 30 seconds, got %v", tc.in)) {
+			t.Errorf("ParseSeconds(%v): %q (errors.Is invalid: %v)", tc.in, Reason(err), errors.Is(err, ErrInvalidRequest))
+		}
+	}
+}
+
 // TestRunTimeout is the case: partial output kept, exitCode null,
 // the note at the end of stderr, returned within timeout + grace + 0.5 s.
 func TestRunTimeout(t *testing.T) {

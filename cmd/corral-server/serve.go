@@ -16,6 +16,7 @@ import (
 
 	"github.com/corral-sh/corral/api"
 	"github.com/corral-sh/corral/api/envd"
+	"github.com/corral-sh/corral/cmd/internal/cli"
 	"github.com/corral-sh/corral/journal"
 	"github.com/corral-sh/corral/killtree"
 	"github.com/corral-sh/corral/supervisor"
@@ -200,12 +201,9 @@ func (m *Main) logger(f serverFlags) (zerolog.Logger, error) {
 // timed-out command; shared (corral mcp) runs without a journal when another
 // process holds it. closeAll kills the background jobs.
 func (m *Main) newServer(f serverFlags, token, hint string, shared bool, log zerolog.Logger) (*api.Server, *supervisor.Supervisor, func(), time.Duration, error) {
-	grace := supervisor.NoGrace
-	switch {
-	case f.grace > 0:
-		grace = time.Duration(f.grace * float64(time.Second))
-	case f.grace < 0:
-		return nil, nil, nil, 0, fmt.Errorf("--grace must be 0 or more seconds, got %g", f.grace)
+	grace, err := cli.Grace(f.grace)
+	if err != nil {
+		return nil, nil, nil, 0, errors.New(supervisor.Reason(err))
 	}
 	// The supervisor logs one line per finished command at info (session,
 	// label, exit, duration, bytes, tier, kill counts), beside the server's

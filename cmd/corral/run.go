@@ -107,11 +107,9 @@ func (m *Main) run(ctx context.Context, args []string) error {
 	if req.Stdin, err = m.readStdin(f.stdin); err != nil {
 		return m.invalid(f.json, err)
 	}
-	grace := supervisor.NoGrace
-	if f.grace > 0 {
-		grace = time.Duration(f.grace * float64(time.Second))
-	} else if f.grace < 0 {
-		return m.invalid(f.json, &supervisor.RequestError{Reason: fmt.Sprintf("grace must be 0 or more seconds, got %g", f.grace)})
+	grace, err := cli.Grace(f.grace)
+	if err != nil {
+		return m.invalid(f.json, err)
 	}
 	// The tier detection of this boot is cached in the data directory:
 	// a corral run per command must not pay its self-test children.

@@ -6,6 +6,9 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
+	"time"
+
+	"github.com/corral-sh/corral/supervisor"
 )
 
 // ErrUsage marks a command-line mistake; it exits 2.
@@ -71,4 +74,16 @@ func TierCache(dataDir string) string {
 		return ""
 	}
 	return filepath.Join(dataDir, "tiers.json")
+}
+
+// Grace is the --grace flag of run, serve and mcp as the supervisor takes
+// it: seconds between SIGTERM and SIGKILL on the way down, 0 for SIGKILL at
+// once (supervisor.NoGrace), at most supervisor.CeilingTimeout; anything
+// else is a *supervisor.RequestError naming the flag.
+func Grace(seconds float64) (time.Duration, error) {
+	d, err := supervisor.ParseSeconds("--grace", seconds, 0, supervisor.CeilingTimeout)
+	if err != nil || d > 0 {
+		return d, err
+	}
+	return supervisor.NoGrace, nil
 }
