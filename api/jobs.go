@@ -189,7 +189,7 @@ func (s *Server) jobOutput(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	stream := supervisor.Stdout
 	if q.Has("stream") {
-		stream = q.Get("stream")
+		stream = supervisor.Stream(q.Get("stream"))
 	}
 	// Without after, the read continues from the previous cursorless one.
 	after := supervisor.CursorNext
@@ -232,7 +232,7 @@ func (s *Server) jobStdin(w http.ResponseWriter, r *http.Request) {
 	}
 	stream := supervisor.Stdout
 	if q.Has("stream") {
-		stream = q.Get("stream")
+		stream = supervisor.Stream(q.Get("stream"))
 	}
 	closeStdin := false
 	if v := q.Get("close"); v != "" {

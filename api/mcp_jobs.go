@@ -150,9 +150,9 @@ func (s *Server) bashBackground(in BashInput, owner string) (*mcp.CallToolResult
 }
 
 func (s *Server) jobOutputTool(ctx context.Context, req *mcp.CallToolRequest, in JobOutputInput) (*mcp.CallToolResult, JobOutputResult, error) {
-	streams := []string{cmp.Or(in.Stream, supervisor.Stdout)}
+	streams := []supervisor.Stream{cmp.Or(supervisor.Stream(in.Stream), supervisor.Stdout)}
 	if in.Stream == streamBoth {
-		streams = []string{supervisor.Stdout, supervisor.Stderr}
+		streams = []supervisor.Stream{supervisor.Stdout, supervisor.Stderr}
 	}
 	wait, err := supervisor.ParseSeconds("wait", in.Wait, 0, supervisor.MaxOutputWait)
 	if err != nil {
@@ -375,4 +375,3 @@ func (s *Server) jobListTool(ctx context.Context, req *mcp.CallToolRequest, _ st
 	list := JobList{Jobs: s.ownedJobs(s.mcpOwner(req))}
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: jsonText(list)}}}, list, nil
 }
-

@@ -83,8 +83,8 @@ func (m *metrics) observe(res supervisor.Result, err error, d time.Duration) {
 	}
 	m.outcome(outcomeOf(res))
 	m.duration.Observe(d.Seconds())
-	m.drained.WithLabelValues(supervisor.Stdout).Add(float64(res.StdoutInfo.TotalBytes))
-	m.drained.WithLabelValues(supervisor.Stderr).Add(float64(res.StderrInfo.TotalBytes))
+	m.drained.WithLabelValues(string(supervisor.Stdout)).Add(float64(res.StdoutInfo.TotalBytes))
+	m.drained.WithLabelValues(string(supervisor.Stderr)).Add(float64(res.StderrInfo.TotalBytes))
 	m.killed.Add(float64(res.Kill.Processes))
 	m.lingering.Add(float64(res.Kill.Lingering))
 }

@@ -197,7 +197,7 @@ func (s *Server) claudeBashOutput(ctx context.Context, req *mcp.CallToolRequest,
 	}
 	var data [2]string
 	var last supervisor.JobOutput
-	for i, stream := range []string{supervisor.Stdout, supervisor.Stderr} {
+	for i, stream := range []supervisor.Stream{supervisor.Stdout, supervisor.Stderr} {
 		out, err := s.sup.Jobs().Output(ctx, in.BashID, stream, supervisor.CursorNext, 0)
 		if err != nil {
 			return nil, nil, toolError(claudeNoShell(err, in.BashID))

@@ -60,9 +60,9 @@ func TestNDJSONFlood(t *testing.T) {
 	resp := e.streamExec(context.Background(),
 		`{"command":"yes out | head -c 5000000 & yes err | head -c 5000000 >&2; wait"}`)
 	defer resp.Body.Close()
-	seq := map[string]int64{}
-	live := map[string]int{}
-	capped := map[string]bool{}
+	seq := map[supervisor.Stream]int64{}
+	live := map[supervisor.Stream]int{}
+	capped := map[supervisor.Stream]bool{}
 	var last supervisor.Event
 	n := 0
 	events(t, resp.Body, func(line []byte, ev supervisor.Event) bool {
@@ -102,7 +102,7 @@ func TestNDJSONFlood(t *testing.T) {
 	if res.StdoutInfo.TotalBytes != 5000000 || res.StderrInfo.TotalBytes != 5000000 || !res.Truncated {
 		t.Errorf("result counters %+v / %+v", res.StdoutInfo, res.StderrInfo)
 	}
-	for _, s := range []string{supervisor.Stdout, supervisor.Stderr} {
+	for _, s := range []supervisor.Stream{supervisor.Stdout, supervisor.Stderr} {
 		if !capped[s] || live[s] > supervisor.DefaultLiveCap {
 			t.Errorf("%s: capped %v after %d live bytes, want capped within %d", s, capped[s], live[s], supervisor.DefaultLiveCap)
 		}

@@ -247,7 +247,7 @@ func TestUTF8Boundaries(t *testing.T) {
 	})
 }
 
-func streamIndex(s string) int {
+func streamIndex(s supervisor.Stream) int {
 	if s == supervisor.Stderr {
 		return 1
 	}

@@ -17,10 +17,14 @@ const (
 	EventWaiting = "waiting"
 )
 
-// Stream names.
+// A Stream names an output stream of a command as the wire spells it
+// (JobOutput.Stream, Event.Stream, the stream of a job read).
+type Stream string
+
+// The streams. A terminal job has one, Stdout.
 const (
-	Stdout = "stdout"
-	Stderr = "stderr"
+	Stdout Stream = "stdout"
+	Stderr Stream = "stderr"
 )
 
 // streamIndex says which output stream of the command a chunk, a pipe or a
@@ -34,7 +38,10 @@ const (
 )
 
 // String returns the stream's name, Stdout or Stderr.
-func (i streamIndex) String() string {
+func (i streamIndex) String() string { return string(i.stream()) }
+
+// stream returns the stream, Stdout or Stderr.
+func (i streamIndex) stream() Stream {
 	if i == stderrStream {
 		return Stderr
 	}
@@ -56,7 +63,7 @@ const maxEventData = 64 << 10
 type Event struct {
 	Event  string `json:"event"`
 	Pid    int    `json:"pid,omitempty"`
-	Stream string `json:"stream,omitempty"`
+	Stream Stream `json:"stream,omitempty"`
 	Seq    int64  `json:"seq,omitempty"`
 	Data   string `json:"data,omitempty"`
 	// Waiting is what a waiting event says the command waits for.
@@ -82,7 +89,7 @@ type live struct {
 }
 
 type liveStream struct {
-	name    string
+	name    Stream
 	pending []byte // accepted, not yet delivered
 	queued  int64  // bytes accepted so far
 	seq     int64  // last seq delivered

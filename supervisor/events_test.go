@@ -40,10 +40,10 @@ func TestLiveCapUTF8(t *testing.T) {
 // TestStreamIndexString: the index names its stream as the wire does.
 func TestStreamIndexString(t *testing.T) {
 	t.Parallel()
-	if got := stdoutStream.String(); got != Stdout {
+	if got := stdoutStream.String(); got != string(Stdout) {
 		t.Errorf("stdoutStream = %q", got)
 	}
-	if got := stderrStream.String(); got != Stderr {
+	if got := stderrStream.String(); got != string(Stderr) {
 		t.Errorf("stderrStream = %q", got)
 	}
 }

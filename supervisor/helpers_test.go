@@ -54,15 +54,15 @@ type recorder struct {
 	t      testing.TB
 	mu     sync.Mutex
 	events []Event
-	seq    map[string]int64
-	capped map[string]bool
+	seq    map[Stream]int64
+	capped map[Stream]bool
 	done   bool
-	data   map[string]*strings.Builder
+	data   map[Stream]*strings.Builder
 }
 
 func newRecorder(t testing.TB) *recorder {
-	return &recorder{t: t, seq: map[string]int64{}, capped: map[string]bool{},
-		data: map[string]*strings.Builder{Stdout: {}, Stderr: {}}}
+	return &recorder{t: t, seq: map[Stream]int64{}, capped: map[Stream]bool{},
+		data: map[Stream]*strings.Builder{Stdout: {}, Stderr: {}}}
 }
 
 func (r *recorder) on(ev Event) {

@@ -128,7 +128,7 @@ type JobInfo struct {
 // moved past After. Result is set once the job has exited.
 type JobOutput struct {
 	ID           string `json:"id"`
-	Stream       string `json:"stream"`
+	Stream       Stream `json:"stream"`
 	Data         string `json:"data"`
 	After        int64  `json:"after"`
 	Next         int64  `json:"next"`

@@ -304,7 +304,7 @@ func TestJobInvalid(t *testing.T) {
 	s.Jobs().Wait(context.Background(), st.ID, 10*time.Second)
 	for _, tc := range []struct {
 		name   string
-		stream string
+		stream Stream
 		after  int64
 		wait   time.Duration
 	}{

@@ -29,7 +29,7 @@ const CursorNext int64 = math.MinInt64
 // a complete line where one fits, valid UTF-8), and the cursor to pass next.
 // With wait > 0 (at most MaxOutputWait) it waits for new output or the job's
 // end when there is none yet.
-func (h *Jobs) Output(ctx context.Context, id, stream string, after int64, wait time.Duration) (JobOutput, error) {
+func (h *Jobs) Output(ctx context.Context, id string, stream Stream, after int64, wait time.Duration) (JobOutput, error) {
 	s := h.s
 	j, err := s.jobs.get(id)
 	if err != nil {
@@ -60,7 +60,7 @@ func (h *Jobs) Output(ctx context.Context, id, stream string, after int64, wait 
 }
 
 // readJob is one cursor read of r from after on.
-func (s *Supervisor) readJob(ctx context.Context, j *job, r *retained, stream string, after int64, wait time.Duration) (JobOutput, error) {
+func (s *Supervisor) readJob(ctx context.Context, j *job, r *retained, stream Stream, after int64, wait time.Duration) (JobOutput, error) {
 	id := j.id
 	limits := s.cfg.Budget
 	var timer <-chan time.Time
@@ -184,7 +184,7 @@ const InputPause = 100 * time.Millisecond
 // runs: docs/terminals.md), once that output pauses for InputPause (only
 // where no watch runs), or once the job ends, and returns it as a cursorless
 // read (CursorNext) does.
-func (h *Jobs) Exchange(ctx context.Context, id, stream string, data []byte, closeStdin bool, yield time.Duration) (JobOutput, error) {
+func (h *Jobs) Exchange(ctx context.Context, id string, stream Stream, data []byte, closeStdin bool, yield time.Duration) (JobOutput, error) {
 	s := h.s
 	if yield <= 0 || yield > MaxOutputWait {
 		return JobOutput{}, invalid("yield must be more than 0 and at most %g seconds, got %g",
@@ -243,7 +243,7 @@ func (h *Jobs) Exchange(ctx context.Context, id, stream string, data []byte, clo
 
 // stream returns the capture of the job's stream by name and its index in
 // the cursorless cursors.
-func (j *job) stream(name string) (*retained, streamIndex, error) {
+func (j *job) stream(name Stream) (*retained, streamIndex, error) {
 	switch name {
 	case Stdout:
 		return j.out, stdoutStream, nil

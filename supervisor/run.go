@@ -270,7 +270,7 @@ func (p *proc) reap() error {
 // shape builds the model view of one stream, spilling the retained bytes
 // first when the view will be cut. A failed spill costs only the spill
 // sentence.
-func (p *proc) shape(r *retained, name string) (string, budget.Info) {
+func (p *proc) shape(r *retained, name Stream) (string, budget.Info) {
 	data, counts, stream := r.snapshot()
 	opts := budget.Options{Policy: r.policy, Limits: p.s.cfg.Budget, Raw: p.s.cfg.RawOutput}
 	view, info := budget.Shape(data, counts, opts)
@@ -286,10 +286,10 @@ func (p *proc) shape(r *retained, name string) (string, budget.Info) {
 		p.s.js.spillMu.RUnlock()
 		return view, info // the session was deleted while the command ran
 	}
-	path, err := p.s.spills.WriteStream(p.v.Session, label+"."+name, stream)
+	path, err := p.s.spills.WriteStream(p.v.Session, label+"."+string(name), stream)
 	p.s.js.spillMu.RUnlock()
 	if err != nil {
-		p.log.Warn().Err(err).Str("stream", name).Msg("spill")
+		p.log.Warn().Err(err).Str("stream", string(name)).Msg("spill")
 		return view, info
 	}
 	ext := p.s.spills.Extent(stream)

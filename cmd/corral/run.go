@@ -251,7 +251,7 @@ func (m *Main) stream(ev supervisor.Event) {
 	}
 }
 
-func (m *Main) writer(stream string) io.Writer {
+func (m *Main) writer(stream supervisor.Stream) io.Writer {
 	if stream == supervisor.Stderr {
 		return m.Stderr
 	}

@@ -271,7 +271,7 @@ func TestServeNDJSONFlood(t *testing.T) {
 	resp := s.request(context.Background(), "POST", "/v1/exec",
 		fmt.Sprintf(`{"command":"yes | head -c %d & yes e | head -c %d >&2; wait"}`, size, size), "Accept", api.NDJSONType)
 	defer resp.Body.Close()
-	seq := map[string]int64{}
+	seq := map[supervisor.Stream]int64{}
 	var last supervisor.Event
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(nil, 1<<20)
