@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -195,113 +196,158 @@ type validated struct {
 	notify      func() // called after every chunk drained, from the drain goroutines
 }
 
-// validate checks r against the supervisor's limits and fills defaults. It
-// touches nothing but a stat of Dir.
+// validate checks r against the supervisor's limits and fills defaults, in
+// steps: the command, its timing, whom it runs as and where, its
+// environment, its limits, its names, its output. It touches nothing but a
+// stat of Dir.
 func (s *Supervisor) validate(r Request) (validated, error) {
 	v := validated{Request: r}
-	bad := func(format string, args ...any) (validated, error) {
-		return validated{}, invalid(format, args...)
-	}
-	if r.Argv != nil {
-		if len(r.Argv) == 0 || r.Argv[0] == "" {
-			return bad("argv: the program name (argv[0]) is empty")
-		}
-		for i, a := range r.Argv {
-			if strings.IndexByte(a, 0) >= 0 {
-				return bad("argv[%d] contains a NUL byte", i)
-			}
-		}
-		if strings.TrimSpace(r.Command) == "" {
-			v.Command = quoteWords(r.Argv)
-		}
-	} else if strings.TrimSpace(r.Command) == "" {
-		return bad("command is empty")
-	}
-	if strings.IndexByte(v.Command, 0) >= 0 {
-		return bad("command contains a NUL byte")
-	}
-	v.timeout = DefaultTimeout
-	if r.Timeout != 0 {
-		if _, err := checkTimeout("timeout", r.Timeout.Seconds(), s.maxTimeout); err != nil {
+	for _, step := range []func(*validated) error{
+		checkCommand, s.checkTiming, s.checkPlace, checkEnv,
+		s.checkRequestLimits, checkNames, checkOutput,
+	} {
+		if err := step(&v); err != nil {
 			return validated{}, err
 		}
-		v.timeout = r.Timeout
 	}
-	if r.Yield < 0 || r.Yield > v.timeout {
-		return bad("yield must be between 0 and the timeout (%g seconds), got %g",
-			v.timeout.Seconds(), r.Yield.Seconds())
+	return v, nil
+}
+
+// checkCommand checks the command line or the argv (quoted into Command
+// when Command is empty).
+func checkCommand(v *validated) error {
+	if v.Argv != nil {
+		if len(v.Argv) == 0 || v.Argv[0] == "" {
+			return invalid("argv: the program name (argv[0]) is empty")
+		}
+		for i, a := range v.Argv {
+			if strings.IndexByte(a, 0) >= 0 {
+				return invalid("argv[%d] contains a NUL byte", i)
+			}
+		}
+		if strings.TrimSpace(v.Command) == "" {
+			v.Command = quoteWords(v.Argv)
+		}
+	} else if strings.TrimSpace(v.Command) == "" {
+		return invalid("command is empty")
 	}
+	if strings.IndexByte(v.Command, 0) >= 0 {
+		return invalid("command contains a NUL byte")
+	}
+	return nil
+}
+
+// checkTiming sets the timeout (DefaultTimeout for 0) and checks the yield
+// against it.
+func (s *Supervisor) checkTiming(v *validated) error {
+	v.timeout = DefaultTimeout
+	if v.Timeout != 0 {
+		if _, err := checkTimeout("timeout", v.Timeout.Seconds(), s.maxTimeout); err != nil {
+			return err
+		}
+		v.timeout = v.Timeout
+	}
+	if v.Yield < 0 || v.Yield > v.timeout {
+		return invalid("yield must be between 0 and the timeout (%g seconds), got %g",
+			v.timeout.Seconds(), v.Yield.Seconds())
+	}
+	return nil
+}
+
+// checkPlace resolves whom the command runs as and checks that its Dir is
+// a directory that user may enter.
+func (s *Supervisor) checkPlace(v *validated) error {
 	v.user = s.user
-	if r.User != "" {
-		u, err := s.requestUser(r.User)
+	if v.User != "" {
+		u, err := s.requestUser(v.User)
 		if err != nil {
-			return bad("%v", err)
+			return invalid("%v", err)
 		}
 		v.user = u
 	}
-	if r.Dir != "" {
-		fi, err := os.Stat(r.Dir)
-		if err != nil {
-			return bad("cwd %q: %v", r.Dir, errors.Unwrap(err))
-		}
-		if !fi.IsDir() {
-			return bad("cwd %q is not a directory", r.Dir)
-		}
-		if v.user != nil && !v.user.canEnter(r.Dir) {
-			return bad("cwd %q: user %s may not enter it", r.Dir, v.user.name)
-		}
+	if v.Dir == "" {
+		return nil
 	}
-	for k, val := range r.Env {
+	fi, err := os.Stat(v.Dir)
+	switch {
+	case err != nil:
+		return invalid("cwd %q: %v", v.Dir, errors.Unwrap(err))
+	case !fi.IsDir():
+		return invalid("cwd %q is not a directory", v.Dir)
+	case v.user != nil && !v.user.canEnter(v.Dir):
+		return invalid("cwd %q: user %s may not enter it", v.Dir, v.user.name)
+	}
+	return nil
+}
+
+// checkEnv checks the names and values of Env and the names of Unset.
+func checkEnv(v *validated) error {
+	for k, val := range v.Env {
 		if err := checkEnvName(k); err != nil {
-			return bad("env: %v", err)
+			return invalid("env: %v", err)
 		}
 		if strings.IndexByte(val, 0) >= 0 {
-			return bad("env %s: value contains a NUL byte", k)
+			return invalid("env %s: value contains a NUL byte", k)
 		}
 	}
-	for _, k := range r.Unset {
+	for _, k := range v.Unset {
 		if err := checkEnvName(k); err != nil {
-			return bad("unset: %v", err)
+			return invalid("unset: %v", err)
 		}
 	}
-	if err := s.checkLimits(r.Limits); err != nil {
-		return bad("%s", err)
+	return nil
+}
+
+// checkRequestLimits checks the request's limits against the supervisor's
+// ceilings.
+func (s *Supervisor) checkRequestLimits(v *validated) error {
+	if err := s.checkLimits(v.Limits); err != nil {
+		return invalid("%s", err)
 	}
-	if v.Session == "" {
-		v.Session = "default"
-	}
-	if v.Label == "" {
-		v.Label = "bash"
-	}
+	return nil
+}
+
+// checkNames fills the default session and label and checks both as
+// spill directory names.
+func checkNames(v *validated) error {
+	v.Session = cmp.Or(v.Session, "default")
+	v.Label = cmp.Or(v.Label, "bash")
 	if spill.ValidateName("session", v.Session) != nil {
-		return bad("session %q %s", v.Session, spill.NameRule)
+		return invalid("session %q %s", v.Session, spill.NameRule)
 	}
 	if spill.ValidateName("label", v.Label) != nil {
-		return bad("label %q %s", v.Label, spill.NameRule)
+		return invalid("label %q %s", v.Label, spill.NameRule)
 	}
+	return nil
+}
+
+// checkOutput checks the terminal's size (a terminal job is interactive,
+// takes no stdin up front and keeps the tail of its one stream by default)
+// and the policies of both streams.
+func checkOutput(v *validated) error {
 	stdoutDefault := budget.PolicyHead
-	if r.TTY != nil {
-		if r.Stdin != nil {
-			return bad("stdin cannot be combined with tty: a terminal takes input through job input once the command yielded")
+	if v.TTY != nil {
+		if v.Stdin != nil {
+			return invalid("stdin cannot be combined with tty: a terminal takes input through job input once the command yielded")
 		}
-		sz, err := r.TTY.check()
+		sz, err := v.TTY.check()
 		if err != nil {
-			return validated{}, err
+			return err
 		}
 		if !canTTY {
-			return bad("%v", errNoTTY)
+			return invalid("%v", errNoTTY)
 		}
 		v.tty, v.interactive = &sz, true
 		stdoutDefault = budget.PolicyTail // the last screenful matters
 	}
 	var err error
-	if v.stdout, err = policyOr(r.StdoutPolicy, stdoutDefault); err != nil {
-		return bad("stdoutPolicy: %s", err)
+	if v.stdout, err = policyOr(v.StdoutPolicy, stdoutDefault); err != nil {
+		return invalid("stdoutPolicy: %s", err)
 	}
-	if v.stderr, err = policyOr(r.StderrPolicy, budget.PolicyTail); err != nil {
-		return bad("stderrPolicy: %s", err)
+	if v.stderr, err = policyOr(v.StderrPolicy, budget.PolicyTail); err != nil {
+		return invalid("stderrPolicy: %s", err)
 	}
-	return v, nil
+	return nil
 }
 
 // policyOr returns p, or def when p is empty. Its error is the reason

@@ -240,14 +240,20 @@ func TestSessionConcurrentLaterFinisherWins(t *testing.T) {
 	var wg sync.WaitGroup
 	seen := make([]string, 2)
 	for i, cmd := range []string{
-		// The slow one waits for the fast one to finish, so it finishes last.
+		// The slow one waits until the fast one's Run has returned (its
+		// state saved), so it finishes last. A gate the fast command
+		// touched itself raced its own save: the slow one could end and
+		// save first.
 		`echo "$W"; while [ ! -e ` + gate + ` ]; do sleep 0.02; done; export W=slow`,
-		`echo "$W"; export W=fast; touch ` + gate,
+		`echo "$W"; export W=fast`,
 	} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			seen[i] = strings.TrimSpace(run(t, s, Request{Session: "c", Command: cmd}).Stdout)
+			if i == 1 {
+				os.WriteFile(gate, nil, 0o600)
+			}
 		}()
 	}
 	wg.Wait()
