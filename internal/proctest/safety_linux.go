@@ -48,9 +48,11 @@ type v1Cgroup struct {
 // pids.max to pidsMax, and registers a cleanup with t that kills every process inside and
 // removes the cgroups, children first (so cgroups that code under test nests inside are
 // removed too). A v1 pids cgroup holds the limit; without one, a v2 cgroup with the pids
-// controller does. If neither can be made, Safe skips the test with the reason.
+// controller does. If neither can be made, Safe skips the test with the reason. The first
+// Safe of a test process sweeps the safety cgroups of test processes that are gone (sweepStale).
 func Safe(t testing.TB, pidsMax int) *Safety {
 	t.Helper()
+	sweepStale(t)
 	s := &Safety{t: t, name: safetyName()}
 	if err := s.create(pidsMax); err != nil {
 		s.remove()

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -273,4 +274,60 @@ func bombLayout(mode string, root int, procs []Proc) error {
 		}
 	}
 	return nil
+}
+
+// TestSweepStale: a safety cgroup whose test process is gone (here: made
+// under the name of a process that then died, as a test binary killed by
+// -timeout leaves it, with a stopped process inside that can never expire)
+// is killed and removed by the next Safe; one of a live owner is not.
+func TestSweepStale(t *testing.T) {
+	dead := exec.Command("sleep", "60")
+	if err := dead.Start(); err != nil {
+		t.Fatal(err)
+	}
+	tag := ownerTag(dead.Process.Pid)
+	dead.Process.Kill()
+	dead.Wait()
+	if tag == "" || ownerTag(os.Getpid()) == "" {
+		t.Fatalf("owner tags %q %q", tag, ownerTag(os.Getpid()))
+	}
+	stale := &Safety{t: t, name: safetyPrefix + tag + "-0sweep0"}
+	if err := stale.create(8); err != nil {
+		stale.remove()
+		t.Skipf("no safety cgroups here: %v", err)
+	}
+	live := &Safety{t: t, name: safetyName()}
+	if err := live.create(8); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(live.cleanup)
+	t.Cleanup(stale.cleanup) // only if the sweep failed
+	cmd := exec.Command("sleep", "60")
+	if err := stale.Start(cmd); err != nil {
+		t.Fatal(err)
+	}
+	unix.Kill(cmd.Process.Pid, unix.SIGSTOP)
+	staleOnce = sync.Once{}
+	sweepStale(t)
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	select {
+	case err := <-waited:
+		if err == nil || !strings.Contains(err.Error(), "killed") {
+			t.Errorf("the stopped process in the stale cgroup: %v, want killed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Errorf("the stopped process in the stale cgroup still lives after the sweep")
+		cmd.Process.Kill()
+	}
+	for _, root := range stale.roots() {
+		if _, err := os.Stat(root); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("stale %s: %v, want it removed", root, err)
+		}
+	}
+	for _, root := range live.roots() {
+		if _, err := os.Stat(root); err != nil {
+			t.Errorf("live %s: %v, want it kept", root, err)
+		}
+	}
 }
