@@ -140,8 +140,8 @@
 // memory.memsw.limit_in_bytes, cpu.cfs_quota_us, pids.max). v1 has no
 // memory.oom.group: an eventfd registered on the leaf's memory.oom_control
 // tells the Tree of an OOM, and it kills itself whole at once. On pgroup
-// the memory limit is the shell's RLIMIT_AS (prlimit right after the
-// start), per process and best effort; CPU and pids are not enforced
+// the memory limit is the shell's RLIMIT_AS (set by this binary re-executed
+// just before it executes the shell), per process; CPU and pids are not enforced
 // (Tree.NotEnforced). Tree.Reached names the limit a tree ran into (an OOM
 // kill, a fork refused at pids.max), Tree.Usage what it used: the cgroup's
 // accounting where there is one (v2 cpu.stat, v1 cpuacct, memory.peak or

@@ -71,8 +71,8 @@ func (p *platform) start(cmd *exec.Cmd, lim Limits, name func(id string)) (conta
 // only be set by the process itself on macOS and the BSDs (no prlimit).
 func (p *platform) enforces() (memory, cpus, pids bool) { return false, false, false }
 
-// rlimitAS is not available here (see enforces).
-func rlimitAS(pid int, bytes int64) error { return nil }
+// rlimitCmd is not available here (see enforces).
+func rlimitCmd(cmd *exec.Cmd, bytes int64) error { return nil }
 
 // tierLimits says how tier enforces each limit here (Doctor).
 func tierLimits(tier Tier) []LimitStatus {

@@ -6,7 +6,9 @@ import (
 	"github.com/corral-sh/corral/killtree/internal/procfs"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -399,16 +401,48 @@ func limitsDoc(tier Tier, mnt *mounts) []LimitStatus {
 	}
 }
 
-// rlimitAS sets RLIMIT_AS of the started leader pid (the pgroup tier's
-// memory limit). Best effort: the shell has just been exec'd, and what it
-// forks before this lands does not inherit the limit.
-func rlimitAS(pid int, bytes int64) error {
+// rlimitArg0 and rlimitEnv name a start through this binary re-executed
+// (/proc/self/exe) that sets its own RLIMIT_AS and then executes the
+// command in place: [rlimitArg0, bytes, path, argv...] with rlimitEnv=1.
+const (
+	rlimitArg0 = "corral-rlimit"
+	rlimitEnv  = "CORRAL_KILLTREE_RLIMIT"
+)
+
+// rlimitCmd makes cmd start with RLIMIT_AS set to bytes before the
+// command's first instruction (the pgroup tier's memory limit), so that
+// nothing it forks escapes the limit: the start goes through this binary
+// re-executed (rlimitArg0), which sets the limit on itself and executes
+// cmd.Path with cmd.Args. A prlimit after the start left a window in which
+// the shell forked unlimited children (TestMemoryLimit saw a 2 GiB
+// allocation succeed under -race). bytes ≤ 0 leaves cmd alone.
+func rlimitCmd(cmd *exec.Cmd, bytes int64) error {
 	if bytes <= 0 {
 		return nil
 	}
-	lim := unix.Rlimit{Cur: uint64(bytes), Max: uint64(bytes)}
-	if err := unix.Prlimit(pid, unix.RLIMIT_AS, &lim, nil); err != nil {
-		return fmt.Errorf("killtree: prlimit RLIMIT_AS: %w", err)
+	if cmd.Err != nil {
+		return cmd.Err
 	}
+	cmd.Args = append([]string{rlimitArg0, strconv.FormatInt(bytes, 10), cmd.Path}, cmd.Args...)
+	cmd.Path = "/proc/self/exe"
+	cmd.Env = append(cmd.Environ(), rlimitEnv+"=1")
 	return nil
+}
+
+// runRlimit is the re-executed start of rlimitCmd: it sets RLIMIT_AS to
+// args[0] bytes and executes args[1] with argv args[2:] and this process's
+// environment less rlimitEnv. It returns only on failure: 126 as a shell
+// does for a program it cannot execute, with the reason on stderr.
+func runRlimit(args []string) int {
+	n, err := strconv.ParseInt(args[0], 10, 64)
+	if err == nil {
+		lim := unix.Rlimit{Cur: uint64(n), Max: uint64(n)}
+		err = unix.Setrlimit(unix.RLIMIT_AS, &lim)
+	}
+	if err == nil {
+		env := slices.DeleteFunc(os.Environ(), func(e string) bool { return strings.HasPrefix(e, rlimitEnv+"=") })
+		err = unix.Exec(args[1], args[2:], env)
+	}
+	fmt.Fprintf(os.Stderr, "corral: cannot start %s under its memory limit: %v\n", args[1], err)
+	return 126
 }

@@ -12,7 +12,7 @@ import (
 // pgroupC is the pgroup tier's containment: nothing but a new session, so
 // the leader's PID is also its session and process group ID. All the work is
 // the baseline's. memory, when positive, becomes the shell's RLIMIT_AS
-// (Linux), which its children inherit.
+// from its first instruction (Linux, rlimitCmd), which its children inherit.
 type pgroupC struct{ memory int64 }
 
 // setSession asks for a new session and group, keeping the caller's other
@@ -28,15 +28,10 @@ func setSession(cmd *exec.Cmd) *syscall.SysProcAttr {
 
 func (c pgroupC) start(cmd *exec.Cmd) error {
 	setSession(cmd)
-	if err := cmd.Start(); err != nil {
+	if err := rlimitCmd(cmd, c.memory); err != nil {
 		return err
 	}
-	if err := rlimitAS(cmd.Process.Pid, c.memory); err != nil {
-		_ = cmd.Process.Kill() // not started as asked: nothing may run unlimited
-		_ = cmd.Wait()
-		return err
-	}
-	return nil
+	return cmd.Start()
 }
 
 func (pgroupC) procs() ([]int, error)               { return nil, nil }

@@ -2,7 +2,8 @@ package killtree
 
 import "os"
 
-// init turns this process into a reaper (Config.Reaper) or a watchdog when
+// init turns this process into a reaper (Config.Reaper), a watchdog or a
+// memory-limited start (rlimitCmd) when
 // it was started as one, before anything else of the program runs: the
 // docker reexec model. Both are this binary re-executed through
 // /proc/self/exe, named by argv[0] and confirmed by an environment entry
@@ -19,6 +20,10 @@ func init() {
 	case reaperArg0:
 		if fd, ok := os.LookupEnv(reaperEnv); ok && len(os.Args) >= 3 {
 			os.Exit(runReaper(fd, os.Args[1], os.Args[2:]))
+		}
+	case rlimitArg0:
+		if os.Getenv(rlimitEnv) == "1" && len(os.Args) >= 4 {
+			os.Exit(runRlimit(os.Args[1:]))
 		}
 	case watchdogArg0:
 		if os.Getenv(watchdogEnv) == "1" {
