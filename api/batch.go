@@ -69,7 +69,7 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
 	}
 	b, err := body.request(s.sup.Bounds().MaxTimeout)
 	if err != nil {
-		s.metrics.outcome(OutcomeInvalid)
+		s.metrics.outcome(FaceHTTP, OutcomeInvalid)
 		writeError(w, err)
 		return
 	}
@@ -80,7 +80,7 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
 	// while it runs.
 	b.Reserve = func(ctx context.Context, concurrency int) (context.Context, int, func(), error) {
 		slots := min(len(b.Requests), concurrency, cap(s.slots))
-		ctx, release, err := s.acquireN(ctx, slots)
+		ctx, release, err := s.acquireN(ctx, FaceHTTP, slots)
 		return ctx, slots, release, err
 	}
 	// A client that disconnects gets the batch aborted without the grace
@@ -89,14 +89,14 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
 	defer end(nil)
 	res, err := s.sup.RunBatch(ctx, b)
 	if errors.Is(err, supervisor.ErrInvalidRequest) {
-		s.metrics.outcome(OutcomeInvalid)
+		s.metrics.outcome(FaceHTTP, OutcomeInvalid)
 	}
 	if err != nil {
 		writeError(w, err)
 		return
 	}
 	for _, e := range res.Results {
-		s.metrics.observe(e, nil, time.Duration(e.DurationMs)*time.Millisecond)
+		s.metrics.observeResult(FaceHTTP, e, nil)
 	}
 	writeJSON(w, http.StatusOK, json.RawMessage(res.JSON()))
 }

@@ -139,7 +139,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	}
 	req, err := body.request(s.sup.Bounds().MaxTimeout)
 	if err != nil {
-		s.metrics.outcome(OutcomeInvalid)
+		s.metrics.outcome(FaceHTTP, OutcomeInvalid)
 		writeError(w, err)
 		return
 	}
@@ -149,7 +149,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	ctx, end := whileConnected(r.Context())
 	defer end(nil)
 	if !strings.Contains(r.Header.Get("Accept"), NDJSONType) {
-		res, err := s.run(ctx, req)
+		res, err := s.run(ctx, FaceHTTP, req)
 		if err != nil {
 			writeError(w, err)
 			return
@@ -166,7 +166,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	st.enc = NewEncoder(w)
 	req.OnEvent = st.event
 	stop := keepalive(s.beat, st.keepalive)
-	_, err = s.run(ctx, req)
+	_, err = s.run(ctx, FaceHTTP, req)
 	stop()
 	switch {
 	case err != nil && !st.started:

@@ -329,9 +329,9 @@ func TestMetrics(t *testing.T) {
 		t.Fatalf("metrics: %d", code)
 	}
 	for _, want := range []string{
-		`corral_commands_total{outcome="success"} 2`,
-		`corral_commands_total{outcome="failure"} 1`,
-		`corral_commands_total{outcome="invalid"} 1`,
+		`corral_commands_total{face="http",outcome="success"} 2`,
+		`corral_commands_total{face="http",outcome="failure"} 1`,
+		`corral_commands_total{face="http",outcome="invalid"} 1`,
 		`corral_command_duration_seconds_count 3`,
 		`corral_drained_bytes_total{stream="stdout"} 8`,
 		`corral_processes_killed_total 1`,

@@ -72,8 +72,9 @@ func lifetime(sec float64) (time.Duration, error) {
 	return time.Duration(ns), nil
 }
 
-// startJob starts a background job unless the server is shutting down.
-func (s *Server) startJob(req supervisor.JobRequest) (supervisor.JobStarted, error) {
+// startJob starts a background job unless the server is shutting down,
+// and counts it under face once it ended (or at once when it was refused).
+func (s *Server) startJob(face string, req supervisor.JobRequest) (supervisor.JobStarted, error) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -82,7 +83,13 @@ func (s *Server) startJob(req supervisor.JobRequest) (supervisor.JobStarted, err
 	s.starts.Add(1)
 	s.mu.Unlock()
 	defer s.starts.Done()
-	return s.sup.Jobs().Start(req)
+	st, err := s.sup.Jobs().Start(req)
+	if err != nil {
+		s.metrics.observeResult(face, supervisor.Result{}, err)
+		return st, err
+	}
+	s.metrics.watch(s.sup.Jobs(), face, st.ID)
+	return st, nil
 }
 
 // killJobs waits for job starts in flight, then kills every job of the
@@ -126,7 +133,7 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.Owner = s.httpOwner(r)
-	st, err := s.startJob(req)
+	st, err := s.startJob(FaceHTTP, req)
 	if err != nil {
 		writeError(w, err)
 		return

@@ -237,7 +237,7 @@ func (s *Server) bashTool(ctx context.Context, req *mcp.CallToolRequest, in Bash
 	e.Session = cmp.Or(in.Session, s.mcpSession(req))
 	r, err := e.request(s.sup.Bounds().MaxTimeout)
 	if err != nil {
-		s.metrics.outcome(OutcomeInvalid)
+		s.metrics.outcome(FaceMCP, OutcomeInvalid)
 		return nil, nil, toolError(err)
 	}
 	r.Owner = owner // a yield hands the command over as its job
@@ -249,7 +249,7 @@ func (s *Server) bashTool(ctx context.Context, req *mcp.CallToolRequest, in Bash
 		r.OnEvent = p.event
 		stop = keepalive(s.beat, p.keepalive)
 	}
-	res, err := s.run(ctx, r)
+	res, err := s.run(ctx, FaceMCP, r)
 	stop()
 	if err != nil {
 		return nil, nil, toolError(err)

@@ -59,7 +59,7 @@ func (s *Server) bashInteractive(ctx context.Context, req *mcp.CallToolRequest, 
 		return nil, nil, toolError(err)
 	}
 	jr.Owner = owner
-	st, err := s.startJob(jr)
+	st, err := s.startJob(FaceMCP, jr)
 	if err != nil {
 		return nil, nil, toolError(err)
 	}

@@ -136,7 +136,7 @@ func (s *Server) bashBackground(in BashInput, owner string) (*mcp.CallToolResult
 		return nil, nil, toolError(err)
 	}
 	req.Owner = owner
-	st, err := s.startJob(req)
+	st, err := s.startJob(FaceMCP, req)
 	if err != nil {
 		return nil, nil, toolError(err)
 	}

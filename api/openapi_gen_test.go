@@ -293,7 +293,7 @@ var operations = []operation{
 		desc: "The HTTP contract as OpenAPI 3.1, served without the token. The prose is docs/wire.md.",
 		ok:   map[string]any{"200": map[string]any{"description": "The OpenAPI document.", "content": jsonContent(map[string]any{"type": "object"})}}},
 	{method: "GET", path: "/metrics", id: "metrics", summary: "Prometheus metrics",
-		desc: "The server's metrics in the Prometheus text format (or OpenMetrics when the Accept header asks for it and the server offers it); the families are described in the README.",
+		desc: "The server's metrics in the Prometheus text format (or OpenMetrics when the Accept header asks for it and the server offers it); the families are described in docs/server.md (Metrics).",
 		ok: map[string]any{"200": map[string]any{"description": "The metrics.", "content": map[string]any{
 			"text/plain":                   map[string]any{"schema": map[string]any{"type": "string"}},
 			"application/openmetrics-text": map[string]any{"schema": map[string]any{"type": "string"}},

@@ -148,7 +148,7 @@ func (s *Server) claudeBash(ctx context.Context, req *mcp.CallToolRequest, in Cl
 			return nil, nil, toolError(err)
 		}
 		jr.Owner = owner
-		st, err := s.startJob(jr)
+		st, err := s.startJob(FaceMCP, jr)
 		if err != nil {
 			return nil, nil, toolError(err)
 		}
@@ -156,13 +156,13 @@ func (s *Server) claudeBash(ctx context.Context, req *mcp.CallToolRequest, in Cl
 	}
 	r, err := ExecRequest{Command: in.Command, Timeout: &sec, Session: s.mcpSession(req)}.request(s.sup.Bounds().MaxTimeout)
 	if err != nil {
-		s.metrics.outcome(OutcomeInvalid)
+		s.metrics.outcome(FaceMCP, OutcomeInvalid)
 		return nil, nil, toolError(err)
 	}
 	r.Owner = owner
 	ctx, end := s.callContext(ctx, req)
 	defer end()
-	res, err := s.run(ctx, r)
+	res, err := s.run(ctx, FaceMCP, r)
 	if err != nil {
 		return nil, nil, toolError(err)
 	}

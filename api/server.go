@@ -187,7 +187,7 @@ func New(cfg Config) (*Server, error) {
 	if err := s.reg.Register(journalErrors); err != nil {
 		return nil, fmt.Errorf("api: register metrics: %w", err)
 	}
-	if err := registerGauges(s.reg, cfg.Supervisor); err != nil {
+	if err := registerGauges(s.reg, cfg.Supervisor, cfg.Version); err != nil {
 		return nil, err
 	}
 	s.metrics = m
@@ -221,6 +221,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	go func() {
 		s.runs.Wait()
 		s.notifier.Wait()
+		s.metrics.watchers.Wait()
 		close(done)
 	}()
 	select {
@@ -235,7 +236,8 @@ func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /openapi.json", s.openAPI)
-	mux.Handle("GET /metrics", s.auth(promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})))
+	// OpenMetrics when the Accept header asks for it (docs/server.md#metrics).
+	mux.Handle("GET /metrics", s.auth(promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{EnableOpenMetrics: true})))
 	mux.Handle("POST /v1/exec", s.auth(http.HandlerFunc(s.exec)))
 	mux.Handle("POST /v1/batch", s.auth(http.HandlerFunc(s.batch)))
 	mux.Handle("POST /v1/jobs", s.auth(http.HandlerFunc(s.createJob)))
@@ -273,15 +275,16 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 
 // acquire takes a command slot and registers the run with Shutdown. It
 // returns the command's context (cancelled by ctx or by Shutdown) and the
-// release function, or at once ErrBusy when no slot is free and
-// ErrUnavailable when the server is shutting down.
-func (s *Server) acquire(ctx context.Context) (context.Context, func(), error) {
-	return s.acquireN(ctx, 1)
+// release function, or at once ErrBusy when no slot is free (counted as
+// rejected under face) and ErrUnavailable when the server is shutting
+// down.
+func (s *Server) acquire(ctx context.Context, face string) (context.Context, func(), error) {
+	return s.acquireN(ctx, face, 1)
 }
 
 // acquireN is acquire for n slots at once (a batch), all or none: ErrBusy
 // when fewer than n are free. The running gauge counts the n slots.
-func (s *Server) acquireN(ctx context.Context, n int) (context.Context, func(), error) {
+func (s *Server) acquireN(ctx context.Context, face string, n int) (context.Context, func(), error) {
 	for i := range n {
 		select {
 		case s.slots <- struct{}{}:
@@ -291,7 +294,7 @@ func (s *Server) acquireN(ctx context.Context, n int) (context.Context, func(), 
 		for range i {
 			<-s.slots
 		}
-		s.metrics.outcome("rejected")
+		s.metrics.outcome(face, OutcomeRejected)
 		if n == 1 {
 			return nil, nil, errorf(ErrBusy, "%d commands are running, the most this server allows; retry later",
 				cap(s.slots))
@@ -323,15 +326,20 @@ func (s *Server) acquireN(ctx context.Context, n int) (context.Context, func(), 
 	}, nil
 }
 
-// run runs req under a slot, recording its metrics.
-func (s *Server) run(ctx context.Context, req supervisor.Request) (supervisor.Result, error) {
-	rctx, release, err := s.acquire(ctx)
+// run runs req under a slot, recording its metrics under face. A command
+// that yielded and goes on as a job is counted when the job ends.
+func (s *Server) run(ctx context.Context, face string, req supervisor.Request) (supervisor.Result, error) {
+	rctx, release, err := s.acquire(ctx, face)
 	if err != nil {
 		return supervisor.Result{}, err
 	}
 	defer release()
 	begin := time.Now()
 	res, err := s.sup.Run(rctx, req)
-	s.metrics.observe(res, err, time.Since(begin))
+	if err == nil && res.Running {
+		s.metrics.watch(s.sup.Jobs(), face, res.JobID)
+		return res, nil
+	}
+	s.metrics.observe(face, res, err, time.Since(begin))
 	return res, err
 }

@@ -136,18 +136,23 @@ func (l *live) push(i streamIndex, p []byte) {
 	}
 	l.mu.Lock()
 	s := &l.streams[i]
-	if !s.capped {
-		room := l.cap - s.queued
-		if int64(len(p)) > room {
-			p = p[:room]
-			s.capped = true
-		}
-		s.pending = append(s.pending, p...)
-		s.queued += int64(len(p))
-		if s.capped {
-			// The live output ends here: never inside a character.
-			s.pending = s.pending[:utf8cut.Complete(s.pending)]
-		}
+	if s.capped {
+		// Nothing more of this stream goes live, and the push that capped
+		// it woke the dispatcher for the capped event: a flood past the cap
+		// costs no wake-up per read.
+		l.mu.Unlock()
+		return
+	}
+	room := l.cap - s.queued
+	if int64(len(p)) > room {
+		p = p[:room]
+		s.capped = true
+	}
+	s.pending = append(s.pending, p...)
+	s.queued += int64(len(p))
+	if s.capped {
+		// The live output ends here: never inside a character.
+		s.pending = s.pending[:utf8cut.Complete(s.pending)]
 	}
 	l.mu.Unlock()
 	l.poke()

@@ -37,6 +37,43 @@ func TestLiveCapUTF8(t *testing.T) {
 	}
 }
 
+// TestLivePastCapNoWake: once a stream is capped, a push of more output
+// wakes no dispatcher (a flood past the live cap would otherwise cost a
+// goroutine wake-up per read: the CLI's 2 GiB drain ran at 0.56x of
+// os/exec's with them), and the capped event still goes out.
+func TestLivePastCapNoWake(t *testing.T) {
+	t.Parallel()
+	var events []Event
+	l := newLive(func(ev Event) { events = append(events, ev) }, 8)
+	l.push(stdoutStream, []byte("0123456789")) // caps the stream
+	if len(l.wake) != 1 {
+		t.Fatalf("the capping push left %d wake-ups, want 1", len(l.wake))
+	}
+	<-l.wake
+	for range 100 {
+		l.push(stdoutStream, []byte("more"))
+	}
+	if len(l.wake) != 0 {
+		t.Fatalf("pushes past the cap woke the dispatcher")
+	}
+	l.poke() // stand in for the wake-up taken above
+	l.eof(stdoutStream)
+	l.eof(stderrStream)
+	go l.run()
+	<-l.done
+	var data string
+	capped := 0
+	for _, ev := range events {
+		data += ev.Data
+		if ev.Event == EventCapped {
+			capped++
+		}
+	}
+	if data != "01234567" || capped != 1 {
+		t.Errorf("delivered %q with %d capped events, want \"01234567\" and 1", data, capped)
+	}
+}
+
 // TestStreamIndexString: the index names its stream as the wire does.
 func TestStreamIndexString(t *testing.T) {
 	t.Parallel()

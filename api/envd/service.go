@@ -60,6 +60,13 @@ type Config struct {
 	// user commands run as; with neither, the filesystem answers
 	// Unimplemented.
 	RootDir string
+	// Observe, when set, is called once for each process this face
+	// started or refused: with its Result once it ended (from a goroutine
+	// that lives as long as the process; the supervisor's Close ends every
+	// process), or with the error that refused it. corral serve counts
+	// corral_commands_total{face="envd"} with it (api.Server.Observer). It
+	// must be safe for concurrent use.
+	Observe func(supervisor.Result, error)
 }
 
 // Service is the envd face of one Supervisor. It is safe for concurrent
@@ -72,6 +79,8 @@ type Service struct {
 	home  string // its home directory, "" when unknown
 	procs table
 	root  *confine.Root // nil: no filesystem
+	// observe is Config.Observe; nil: none.
+	observe func(supervisor.Result, error)
 }
 
 // New returns a Service over cfg.Supervisor.
@@ -79,7 +88,7 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Supervisor == nil {
 		return nil, errors.New("envd: no supervisor")
 	}
-	s := &Service{sup: cfg.Supervisor}
+	s := &Service{sup: cfg.Supervisor, observe: cfg.Observe}
 	if cfg.Token != "" {
 		s.token, s.auth = sha256.Sum256([]byte(cfg.Token)), true
 	}
@@ -289,4 +298,24 @@ var connectCodes = map[supervisor.Class]connect.Code{
 	supervisor.ClassUnavailable:  connect.CodeUnavailable,
 	supervisor.ClassCanceled:     connect.CodeCanceled,
 	supervisor.ClassDeadline:     connect.CodeDeadlineExceeded,
+}
+
+// observeErr hands Config.Observe a start that err refused.
+func (s *Service) observeErr(err error) {
+	if s.observe != nil {
+		s.observe(supervisor.Result{}, err)
+	}
+}
+
+// observeEnd hands Config.Observe the job's Result once it ended, from a
+// goroutine that ends with the job.
+func (s *Service) observeEnd(js *supervisor.JobStream) {
+	if s.observe == nil {
+		return
+	}
+	go func() {
+		<-js.Done()
+		res, _ := js.Result()
+		s.observe(res, nil)
+	}()
 }

@@ -70,6 +70,9 @@ func (r *rpc) Execute(ctx context.Context, req *processpb.ExecuteRequest) (*proc
 		cr.Timeout = within(ctx, supervisor.MinTimeout, s.sup.Bounds().MaxTimeout)
 	}
 	res, err := s.sup.Run(ctx, cr)
+	if s.observe != nil {
+		s.observe(res, err)
+	}
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -95,12 +98,14 @@ func (r *rpc) Start(req *processpb.StartRequest, stream processpb.ProcessService
 	started, err := s.sup.Jobs().Start(supervisor.JobRequest{Request: cr,
 		Lifetime: within(ctx, supervisor.MinTimeout, longest), Interactive: true})
 	if err != nil {
+		s.observeErr(err)
 		return toStatus(err)
 	}
 	js, err := s.sup.Jobs().OpenStream(started.ID)
 	if err != nil {
 		return toStatus(err)
 	}
+	s.observeEnd(js)
 	id := s.procs.add(&process{client: client(ctx), job: started.ID, js: js})
 	defer s.procs.remove(id)
 	// The process lives as long as its stream, as in sandboxd: whatever

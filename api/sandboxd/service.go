@@ -50,6 +50,13 @@ type Config struct {
 	MetadataPrefix string
 	// Environ is the environment /v1/metadata reads; nil is os.Environ.
 	Environ func() []string
+	// Observe, when set, is called once for each process this face
+	// started or refused: with its Result once it ended (from a goroutine
+	// that lives as long as the process; the supervisor's Close ends every
+	// process), or with the error that refused it. corral serve counts
+	// corral_commands_total{face="sandboxd"} with it (api.Server.Observer). It
+	// must be safe for concurrent use.
+	Observe func(supervisor.Result, error)
 }
 
 // Service is the sandboxd face of one Supervisor. It is safe for concurrent
@@ -63,6 +70,8 @@ type Service struct {
 	started time.Time
 	ready   atomic.Bool
 	meta    map[string]string
+	// observe is Config.Observe; nil: none.
+	observe func(supervisor.Result, error)
 }
 
 // New returns a Service over cfg.Supervisor. Close releases the root
@@ -79,7 +88,7 @@ func New(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sandboxd: root directory: %w", err)
 	}
-	s := &Service{sup: cfg.Supervisor, rootDir: root.Dir(), root: root, started: time.Now()}
+	s := &Service{sup: cfg.Supervisor, rootDir: root.Dir(), root: root, started: time.Now(), observe: cfg.Observe}
 	for _, t := range cfg.Tokens {
 		if t == "" {
 			root.Close()
@@ -210,4 +219,24 @@ var grpcCodes = map[supervisor.Class]codes.Code{
 	supervisor.ClassUnavailable:  codes.Unavailable,
 	supervisor.ClassCanceled:     codes.Canceled,
 	supervisor.ClassDeadline:     codes.DeadlineExceeded,
+}
+
+// observeErr hands Config.Observe a start that err refused.
+func (s *Service) observeErr(err error) {
+	if s.observe != nil {
+		s.observe(supervisor.Result{}, err)
+	}
+}
+
+// observeEnd hands Config.Observe the job's Result once it ended, from a
+// goroutine that ends with the job.
+func (s *Service) observeEnd(js *supervisor.JobStream) {
+	if s.observe == nil {
+		return
+	}
+	go func() {
+		<-js.Done()
+		res, _ := js.Result()
+		s.observe(res, nil)
+	}()
 }

@@ -28,7 +28,7 @@ type face struct {
 // one each. Only a token the operator gave is required (gRPC metadata
 // "authorization: Bearer", and on the REST API); with a generated token or
 // none, the addresses must be loopback or unix sockets.
-func (m *Main) serveSandboxd(f serverFlags, sup *supervisor.Supervisor, tok serverToken, log zerolog.Logger, served chan<- error) (faces []face, retErr error) {
+func (m *Main) serveSandboxd(f serverFlags, sup *supervisor.Supervisor, observe func(supervisor.Result, error), tok serverToken, log zerolog.Logger, served chan<- error) (faces []face, retErr error) {
 	if f.sandboxd == "" && f.sandboxdREST == "" {
 		if f.rootDir != "" && f.envd == "" {
 			return nil, errors.New("--root-dir is the root of --sandboxd, --sandboxd-rest and --envd; give one of them, or drop it")
@@ -57,7 +57,7 @@ func (m *Main) serveSandboxd(f serverFlags, sup *supervisor.Supervisor, tok serv
 	if token != "" {
 		tokens = []string{token}
 	}
-	svc, err := sandboxd.New(sandboxd.Config{Supervisor: sup, RootDir: f.rootDir, Tokens: tokens})
+	svc, err := sandboxd.New(sandboxd.Config{Supervisor: sup, RootDir: f.rootDir, Tokens: tokens, Observe: observe})
 	if err != nil {
 		return nil, err
 	}

@@ -343,7 +343,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	ev.Msg("serving")
 	var faces []face
 	if f.envd != "" {
-		envdServer, err := m.serveEnvd(f, sup, tok, log, served)
+		envdServer, err := m.serveEnvd(f, sup, srv.Observer(api.FaceEnvd), tok, log, served)
 		if err != nil {
 			hs.Close()
 			<-served
@@ -351,7 +351,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		}
 		faces = append(faces, face{shutdown: envdServer.Shutdown, close: func() { envdServer.Close() }})
 	}
-	more, err := m.serveSandboxd(f, sup, tok, log, served)
+	more, err := m.serveSandboxd(f, sup, srv.Observer(api.FaceSandboxd), tok, log, served)
 	faces = append(faces, more...)
 	if err != nil {
 		hs.Close()
@@ -402,7 +402,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 // Only a token the operator gave is required of envd clients (X-Access-Token):
 // the E2B SDKs in debug mode send none, so with a generated token the envd
 // address must be loopback, as without one.
-func (m *Main) serveEnvd(f serverFlags, sup *supervisor.Supervisor, tok serverToken, log zerolog.Logger, served chan<- error) (*http.Server, error) {
+func (m *Main) serveEnvd(f serverFlags, sup *supervisor.Supervisor, observe func(supervisor.Result, error), tok serverToken, log zerolog.Logger, served chan<- error) (*http.Server, error) {
 	token := tok.value
 	if tok.source == tokenFromGenerated {
 		token = ""
@@ -410,7 +410,7 @@ func (m *Main) serveEnvd(f serverFlags, sup *supervisor.Supervisor, tok serverTo
 	if err := checkExposure(f.envd, token); err != nil {
 		return nil, fmt.Errorf("--envd: %w", err)
 	}
-	svc, err := envd.New(envd.Config{Supervisor: sup, Token: token, RootDir: f.rootDir})
+	svc, err := envd.New(envd.Config{Supervisor: sup, Token: token, RootDir: f.rootDir, Observe: observe})
 	if err != nil {
 		return nil, err
 	}

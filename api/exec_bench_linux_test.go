@@ -1,0 +1,137 @@
+package api_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/corral-sh/corral/api"
+	"github.com/corral-sh/corral/journal"
+	"github.com/corral-sh/corral/supervisor"
+)
+
+// BenchmarkExecTrue is what corral serve costs over spawning the command
+// yourself: POST /v1/exec of `true` (loopback HTTP, the journal on, as
+// serve runs) against exec.Command("bash", "-c", "true").Run() from this
+// process, in turn in one loop (the order rotated every iteration), so the
+// machine's drift weighs on both alike. Reported: each side's p50, the
+// ratio of the p50s (the figure; docs/performance.md, "The server") and the
+// median of the per-iteration ratios. The same loop takes the exec apart:
+// supervisor.Run of `true` without a journal (run-p50-ms: the containment
+// and the shell's pipes over a bare spawn) and with the journal
+// (journal-run-p50-ms: its two synced commits, the start one beside the
+// shell's start-up behind the start gate, the Result's before the call
+// returns), and times the disk's floor under the journal: one 4 KiB write
+// and fdatasync to a file beside the journal's (fsync-p50-ms; a bbolt
+// commit syncs twice).
+//
+//	go test -run '^$' -bench ExecTrue -benchtime 300x ./api
+func BenchmarkExecTrue(b *testing.B) {
+	dir := b.TempDir()
+	j, err := journal.Open(dir, journal.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer j.Close()
+	sup, err := supervisor.New(supervisor.Config{DataDir: dir, Journal: j})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sup.Close()
+	bare, err := supervisor.New(supervisor.Config{DataDir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer bare.Close()
+	srv, err := api.New(api.Config{Supervisor: sup})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ts := httptest.NewServer(srv.Handler())
+	defer ts.Close()
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
+	post := func() {
+		resp, err := client.Post(ts.URL+"/v1/exec", "application/json", strings.NewReader(`{"command":"true"}`))
+		if err != nil {
+			b.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 || !strings.Contains(string(body), `"exitCode":0`) {
+			b.Fatalf("exec: %d %v %s", resp.StatusCode, err, body)
+		}
+	}
+	run := func(s *supervisor.Supervisor) func() {
+		return func() {
+			res, err := s.Run(context.Background(), supervisor.Request{Command: "true"})
+			if err != nil || res.ExitCode == nil || *res.ExitCode != 0 {
+				b.Fatalf("run: %v %+v", err, res)
+			}
+		}
+	}
+	spawn := func() {
+		if err := exec.Command("bash", "-c", "true").Run(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "journal", "fsync-floor"), os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	page := make([]byte, 4096)
+	fsync := func() {
+		if _, err := f.WriteAt(page, 0); err != nil {
+			b.Fatal(err)
+		}
+		if err := syscall.Fdatasync(int(f.Fd())); err != nil {
+			b.Fatal(err)
+		}
+	}
+	steps := []struct {
+		name string
+		fn   func()
+		t    []time.Duration
+	}{
+		{name: "exec", fn: post},
+		{name: "bash", fn: spawn},
+		{name: "run", fn: run(bare)},
+		{name: "journal-run", fn: run(sup)},
+		{name: "fsync", fn: fsync},
+	}
+	post() // the first request opens the connection and the session's journal
+	var ratios []float64
+	i := 0
+	for b.Loop() {
+		for k := range steps {
+			st := &steps[(i+k)%len(steps)]
+			begin := time.Now()
+			st.fn()
+			st.t = append(st.t, time.Since(begin))
+		}
+		i++
+		last := len(steps[0].t) - 1
+		ratios = append(ratios, float64(steps[0].t[last])/float64(steps[1].t[last]))
+	}
+	p50 := func(ds []time.Duration) time.Duration {
+		slices.Sort(ds)
+		return ds[len(ds)/2]
+	}
+	for _, st := range steps {
+		b.ReportMetric(float64(p50(st.t).Microseconds())/1000, st.name+"-p50-ms")
+	}
+	slices.Sort(ratios)
+	b.ReportMetric(float64(p50(steps[0].t))/float64(p50(steps[1].t)), "p50-ratio")
+	b.ReportMetric(ratios[len(ratios)/2], "median-ratio")
+}
