@@ -75,36 +75,44 @@ func TestLimitResults(t *testing.T) {
 		}
 		t.Run(string(st.Tier), func(t *testing.T) {
 			s := newSup(t, Config{Containment: killtree.Config{Tier: st.Tier, CgroupParent: safety.Name()}})
-			res := run(t, s, Request{Command: "sleep 100 & " + py + " -c 'b = bytearray(2 << 30)'; echo survived; sleep 100",
-				Limits: Limits{MemoryBytes: 256 << 20}, Timeout: 60 * time.Second})
-			if res.Limit != "memory" || !strings.Contains(res.Stderr, "[corral: the memory limit (256 MiB) was reached; ") {
-				t.Errorf("memory: limit %q, stderr %q", res.Limit, res.Stderr)
-			}
-			if strings.Contains(res.Stdout, "survived") || res.ExitCode != nil || res.TimedOut {
-				t.Errorf("memory: the tree went on: %+v", res)
-			}
-			if res.Usage == nil || res.Usage.PeakMemoryBytes < 200<<20 || res.Usage.PeakMemoryBytes > 256<<20 {
-				t.Errorf("memory: usage %+v, want a peak near 256 MiB", res.Usage)
-			}
+			// A terminal command's limits are a pipe command's.
+			t.Run("pipe", func(t *testing.T) { limitResults(t, s, py, nil) })
+			t.Run("tty", func(t *testing.T) { limitResults(t, s, py, &TTYSize{}) })
+		})
+	}
+}
 
-			// A loop that makes tasks and goes on when refused, until the
-			// timeout: threads, which pids.max counts like processes, and
-			// which this loaded machine makes far faster than forks
-			// (killtree's TestPidsLimitReached runs a bash fork loop).
-			forker := py + ` -c 'import threading, time
+// limitResults runs TestLimitResults' memory hog and task maker, on a
+// terminal when tty is set.
+func limitResults(t *testing.T, s *Supervisor, py string, tty *TTYSize) {
+	res := run(t, s, Request{Command: "sleep 100 & " + py + " -c 'b = bytearray(2 << 30)'; echo survived; sleep 100",
+		Limits: Limits{MemoryBytes: 256 << 20}, Timeout: 60 * time.Second, TTY: tty})
+	if res.Limit != "memory" || !strings.Contains(res.Stderr, "[corral: the memory limit (256 MiB) was reached; ") {
+		t.Errorf("memory: limit %q, stderr %q", res.Limit, res.Stderr)
+	}
+	if strings.Contains(res.Stdout, "survived") || res.ExitCode != nil || res.TimedOut {
+		t.Errorf("memory: the tree went on: %+v", res)
+	}
+	if res.Usage == nil || res.Usage.PeakMemoryBytes < 200<<20 || res.Usage.PeakMemoryBytes > 256<<20 {
+		t.Errorf("memory: usage %+v, want a peak near 256 MiB", res.Usage)
+	}
+
+	// A loop that makes tasks and goes on when refused, until the
+	// timeout: threads, which pids.max counts like processes, and
+	// which this loaded machine makes far faster than forks
+	// (killtree's TestPidsLimitReached runs a bash fork loop).
+	forker := py + ` -c 'import threading, time
 while True:
     try:
         threading.Thread(target=time.sleep, args=(100,), daemon=True).start()
     except RuntimeError:
         time.sleep(0.01)'`
-			res = run(t, s, Request{Command: forker, Limits: Limits{Pids: 100}, Timeout: 5 * time.Second})
-			if res.Limit != "pids" || !res.TimedOut || !strings.Contains(res.Stderr, "[corral: the process limit (100 tasks) was reached; the kernel refused at least one fork.]") {
-				t.Errorf("pids: limit %q, timed out %v, stderr %q", res.Limit, res.TimedOut, res.Stderr)
-			}
-			if res.Kill.Processes < 1 {
-				t.Errorf("pids: killed %d processes at the timeout, want the forker", res.Kill.Processes)
-			}
-		})
+	res = run(t, s, Request{Command: forker, Limits: Limits{Pids: 100}, Timeout: 5 * time.Second, TTY: tty})
+	if res.Limit != "pids" || !res.TimedOut || !strings.Contains(res.Stderr, "[corral: the process limit (100 tasks) was reached; the kernel refused at least one fork.]") {
+		t.Errorf("pids: limit %q, timed out %v, stderr %q", res.Limit, res.TimedOut, res.Stderr)
+	}
+	if res.Kill.Processes < 1 {
+		t.Errorf("pids: killed %d processes at the timeout, want the forker", res.Kill.Processes)
 	}
 }
 

@@ -5,6 +5,7 @@ package supervisor
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"runtime"
@@ -15,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/creack/pty"
 
 	"github.com/corral-sh/corral/internal/proctest"
 )
@@ -105,12 +108,13 @@ func reportPercentiles(b *testing.B, lat []time.Duration) {
 }
 
 // BenchmarkWaitingIdle is what 20 idle interactive jobs cost this process
-// (as they cost corral serve): its CPU time (getrusage) over one op of 2 s
-// with 20 jobs waiting for input on a pipe or a terminal (watched), against
-// the same 20 jobs asleep without input (not watched), in one run. Reports
-// the CPU of each as a percentage of one core and the difference.
+// (as they cost corral serve): its CPU time (getrusage, the jobs' own time
+// not included) over one op of 2 s with 20 jobs waiting for input, 10 on a
+// stdin pipe and 10 on a terminal, all watched, against the same window
+// with no job at all, in one run. Reports the CPU of each as a percentage
+// of one core and the difference.
 //
-//	go test -run '^$' -bench BenchmarkWaitingIdle -benchtime 3x ./supervisor
+//	go test -run '^$' -bench BenchmarkWaitingIdle -benchtime 5x ./supervisor
 func BenchmarkWaitingIdle(b *testing.B) {
 	s := newSup(b, Config{MaxJobs: 64})
 	cpu := func() time.Duration {
@@ -118,123 +122,157 @@ func BenchmarkWaitingIdle(b *testing.B) {
 		syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}
-	start := func(watched bool) []string {
-		var ids []string
-		for i := range 20 {
-			req := JobRequest{Request: Request{Command: `sleep 3600`}, Lifetime: time.Hour}
-			if watched {
-				req = JobRequest{Request: Request{Command: `read -r x`}, Interactive: i%2 == 0, Lifetime: time.Hour}
-				if i%2 == 1 {
-					req.TTY = &TTYSize{}
-				}
-			}
-			st, err := s.Jobs().Start(req)
-			if err != nil {
-				b.Fatal(err)
-			}
-			ids = append(ids, st.ID)
-		}
-		// Settled: every watched job found waiting, its scans backed off.
-		deadline := time.Now().Add(60 * time.Second)
-		for _, id := range ids {
-			for watched && time.Now().Before(deadline) {
-				if info, _ := s.Jobs().Get(id); info.Waiting != nil {
-					break
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
-		}
-		// What starting them left (the emulators of the terminals' first
-		// screens, cgroups of earlier jobs removed in the background) is
-		// not the idle cost.
-		time.Sleep(3 * time.Second)
+	measure := func() float64 {
 		runtime.GC()
-		return ids
-	}
-	profiled := false // CORRAL_IDLE_PROFILE=FILE profiles the watched window
-	measure := func(ids []string) float64 {
 		var used, wall time.Duration
-		if p := os.Getenv("CORRAL_IDLE_PROFILE"); p != "" && !profiled {
-			profiled = true
-			f, _ := os.Create(p)
-			pprof.StartCPUProfile(f)
-			defer func() { pprof.StopCPUProfile(); f.Close() }()
-		}
 		for range b.N {
 			c0, t0 := cpu(), time.Now()
 			time.Sleep(2 * time.Second)
 			used += cpu() - c0
 			wall += time.Since(t0)
 		}
-		for _, id := range ids {
-			s.Jobs().Kill(id)
-		}
 		return 100 * used.Seconds() / wall.Seconds()
 	}
 	b.ResetTimer()
-	watched := measure(start(true))
-	idle := measure(start(false))
+	// The baseline: the supervisor with no job.
+	idle := measure()
+
+	var ids []string
+	for i := range 20 {
+		req := JobRequest{Request: Request{Command: `read -r x`}, Interactive: i%2 == 0, Lifetime: time.Hour}
+		if i%2 == 1 {
+			req.TTY = &TTYSize{}
+		}
+		st, err := s.Jobs().Start(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ids = append(ids, st.ID)
+		defer s.Jobs().Kill(st.ID)
+	}
+	// Settled: every job found waiting, its scans backed off.
+	deadline := time.Now().Add(60 * time.Second)
+	for _, id := range ids {
+		for time.Now().Before(deadline) {
+			if info, _ := s.Jobs().Get(id); info.Waiting != nil {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if info, _ := s.Jobs().Get(id); info.Waiting == nil {
+			b.Fatalf("job %s not waiting within 60 s", id)
+		}
+	}
+	// What starting them left (the emulators of the terminals' first
+	// screens for their prompts) is not the idle cost.
+	time.Sleep(3 * time.Second)
+	profiled := os.Getenv("CORRAL_IDLE_PROFILE") // FILE: profile the watched window
+	if profiled != "" {
+		f, err := os.Create(profiled)
+		if err != nil {
+			b.Fatal(err)
+		}
+		pprof.StartCPUProfile(f)
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
+	watched := measure()
 	b.ReportMetric(idle, "idle-cpu%")
 	b.ReportMetric(watched, "watched-cpu%")
 	b.ReportMetric(watched-idle, "added-cpu%")
 }
 
 // BenchmarkTTYFlood is a 1 GiB flood (head -c 1G /dev/zero) through a
-// terminal against the same through a pipe, in one run: the throughput of
-// each, their ratio, this process's peak RSS growth (VmHWM) over the
-// terminal's flood, and the kernel's own terminal throughput (script(1)
-// reading a PTY, without corral) with corral's ratio to it. Heavy
-// (CORRAL_HEAVY=1).
+// terminal job against the same through a pipe job, in one run, beside the
+// kernel's floor for each: the same flood read with no corral in the way, a
+// plain loop of 64 KiB reads of a creack/pty master (pty.Start) and of a
+// pipe. Reports each throughput, corral's terminal/pipe ratio, the floor's,
+// corral's share of each floor, and this process's peak RSS growth (VmHWM,
+// reset before each of corral's floods) over each of corral's floods.
+// Heavy (CORRAL_HEAVY=1).
 //
 //	CORRAL_HEAVY=1 go test -run '^$' -bench BenchmarkTTYFlood -benchtime 1x ./supervisor
 func BenchmarkTTYFlood(b *testing.B) {
 	proctest.Heavy(b)
 	s := newSup(b, Config{})
 	const size = 1 << 30
-	flood := func(tty bool) float64 {
-		req := Request{Command: fmt.Sprintf("head -c %d /dev/zero", size), Timeout: 300 * time.Second}
+	flood := fmt.Sprintf("head -c %d /dev/zero", size)
+	mibs := func(t0 time.Time) float64 { return size / time.Since(t0).Seconds() / (1 << 20) }
+	corral := func(tty bool) (float64, int64) {
+		req := Request{Command: flood, Timeout: 300 * time.Second}
 		if tty {
 			req.TTY = &TTYSize{}
 		}
+		resetHWM(b)
+		before := hwmKB(b)
 		t0 := time.Now()
 		res, err := s.Run(context.Background(), req)
 		if err != nil || res.StdoutInfo.TotalBytes != size {
 			b.Fatalf("flood tty=%v: %v, %d bytes", tty, err, res.StdoutInfo.TotalBytes)
 		}
-		return size / time.Since(t0).Seconds() / (1 << 20)
+		return mibs(t0), hwmKB(b) - before
 	}
-	// The kernel's own ceiling for a terminal: script(1) reading a PTY's
-	// master to /dev/null, no corral in the way.
-	script := func() float64 {
-		if _, err := exec.LookPath("script"); err != nil {
-			return 0
-		}
+	// The floor: the same command, its output read by a plain loop.
+	floor := func(tty bool) float64 {
+		cmd := exec.Command("bash", "-c", flood)
+		var r io.ReadCloser
+		var err error
 		t0 := time.Now()
-		cmd := exec.Command("script", "-qc", fmt.Sprintf("head -c %d /dev/zero", size), "/dev/null")
-		if err := cmd.Run(); err != nil {
-			b.Fatalf("script: %v", err)
+		if tty {
+			r, err = pty.Start(cmd)
+		} else if r, err = cmd.StdoutPipe(); err == nil {
+			err = cmd.Start()
 		}
-		return size / time.Since(t0).Seconds() / (1 << 20)
+		if err != nil {
+			b.Fatal(err)
+		}
+		buf := make([]byte, readChunk)
+		var n int64
+		for {
+			k, err := r.Read(buf)
+			n += int64(k)
+			if err != nil {
+				break // EOF, or EIO from a master whose slave closed
+			}
+		}
+		cmd.Wait()
+		if tty {
+			r.Close()
+		}
+		if n != size {
+			b.Fatalf("floor tty=%v: %d bytes", tty, n)
+		}
+		return mibs(t0)
 	}
-	var pipe, tty, kernel float64
-	var grew int64
+	var pipe, tty, floorPipe, floorTTY float64
+	var pipeGrew, ttyGrew int64
 	b.ResetTimer()
 	for range b.N {
-		pipe += flood(false)
-		before := hwmKB(b)
-		tty += flood(true)
-		grew = max(grew, hwmKB(b)-before)
-		kernel += script()
+		floorPipe += floor(false)
+		floorTTY += floor(true)
+		v, g := corral(false)
+		pipe, pipeGrew = pipe+v, max(pipeGrew, g)
+		v, g = corral(true)
+		tty, ttyGrew = tty+v, max(ttyGrew, g)
 	}
 	n := float64(b.N)
 	b.ReportMetric(pipe/n, "pipe-MiB/s")
 	b.ReportMetric(tty/n, "tty-MiB/s")
-	b.ReportMetric(kernel/n, "script-MiB/s")
+	b.ReportMetric(floorPipe/n, "floor-pipe-MiB/s")
+	b.ReportMetric(floorTTY/n, "floor-tty-MiB/s")
 	b.ReportMetric(tty/pipe, "tty/pipe")
-	if kernel > 0 {
-		b.ReportMetric(tty/kernel, "tty/script")
+	b.ReportMetric(floorTTY/floorPipe, "floor-tty/floor-pipe")
+	b.ReportMetric(tty/floorTTY, "tty/floor-tty")
+	b.ReportMetric(pipe/floorPipe, "pipe/floor-pipe")
+	b.ReportMetric(float64(pipeGrew), "pipe-hwm-growth-kB")
+	b.ReportMetric(float64(ttyGrew), "tty-hwm-growth-kB")
+}
+
+// resetHWM resets this process's peak resident set (VmHWM) to its current
+// one (proc(5), /proc/PID/clear_refs: "5").
+func resetHWM(b *testing.B) {
+	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
+		b.Fatal(err)
 	}
-	b.ReportMetric(float64(grew), "hwm-growth-kB")
 }
 
 // hwmKB is this process's peak resident set (VmHWM) in kB.
