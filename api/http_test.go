@@ -8,8 +8,10 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -17,6 +19,9 @@ import (
 	"github.com/corral-sh/corral/supervisor"
 )
 
+// TestAuth: every route but the public ones (GET /healthz, GET
+// /openapi.json) answers 401 UNAUTHENTICATED to a request without the
+// right token, GET /v1/events included.
 func TestAuth(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, withToken(testToken))
@@ -28,6 +33,30 @@ func TestAuth(t *testing.T) {
 		{"DELETE", "/v1/sessions/s1", ""},
 		{"GET", "/metrics", ""},
 		{"POST", "/mcp", `{}`},
+		{"GET", "/v1/events", ""},
+	}
+	// And every operation of the OpenAPI document that is not public, its
+	// path parameters filled in (TestOpenAPIRoutes ties the document to
+	// the routes served).
+	var doc struct {
+		Paths map[string]map[string]struct {
+			Security *[]any `json:"security"`
+		} `json:"paths"`
+	}
+	if err := json.Unmarshal(api.OpenAPI(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	params := regexp.MustCompile(`\{[a-z]+\}`)
+	for path, ops := range doc.Paths {
+		for method, op := range ops {
+			if op.Security != nil && len(*op.Security) == 0 {
+				continue // served without the token
+			}
+			paths = append(paths, struct{ method, path, body string }{strings.ToUpper(method), params.ReplaceAllString(path, "x1"), ""})
+		}
+	}
+	if len(paths) < 25 {
+		t.Fatalf("only %d routes", len(paths))
 	}
 	tests := []struct {
 		name   string
@@ -42,7 +71,10 @@ func TestAuth(t *testing.T) {
 	}
 	for _, tt := range tests {
 		for _, p := range paths {
-			req, _ := http.NewRequestWithContext(ctx, p.method, e.ts.URL+p.path, strings.NewReader(p.body))
+			// A route that wrongly answers (a stream that never ends)
+			// fails at the deadline instead of hanging the test.
+			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			req, _ := http.NewRequestWithContext(rctx, p.method, e.ts.URL+p.path, strings.NewReader(p.body))
 			if tt.header != "-" {
 				req.Header.Set("Authorization", tt.header)
 			}
@@ -53,6 +85,7 @@ func TestAuth(t *testing.T) {
 			var body api.ErrorBody
 			json.NewDecoder(resp.Body).Decode(&body)
 			resp.Body.Close()
+			cancel()
 			if resp.StatusCode != http.StatusUnauthorized || body.Error.Code != api.CodeUnauthenticated {
 				t.Errorf("%s: %s %s: status %d code %q, want 401 UNAUTHENTICATED", tt.name, p.method, p.path, resp.StatusCode, body.Error.Code)
 			}

@@ -139,9 +139,9 @@ func (s *Server) newMCPServer(face mcpFace) *mcp.Server {
 	}
 	b := s.sup.Bounds()
 	opts := &mcp.ServerOptions{Capabilities: &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}}, Instructions: instructions(b, face)}
-	s.jobResourceOptions(opts)
+	s.jobResourceOptions(opts, face)
 	srv := mcp.NewServer(&mcp.Implementation{Name: "corral", Title: "corral", Version: s.version}, opts)
-	s.addJobResources(srv)
+	s.addJobResources(srv, face)
 	if s.toolInputs == nil {
 		s.toolInputs = make(map[string]reflect.Type)
 	}

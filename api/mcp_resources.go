@@ -11,26 +11,43 @@ import (
 	"github.com/corral-sh/corral/supervisor"
 )
 
-// Jobs as MCP resources: corral://jobs/{id} reads a job's status (JobInfo
-// JSON) for the client that owns it (tenancy.go); a client that subscribes
-// to one gets notifications/resources/updated when it exits or waits for
-// input, and an MCP session that set a logging level gets a logging
-// notification with a one-line summary of each such event of its own jobs.
-// The notifier starts with the first subscription or logging/setLevel and
-// ends with Shutdown.
+// Jobs as MCP resources (docs/mcp.md, Job events): corral://jobs/{id}
+// reads a job's status (JobInfo JSON) for the client that owns it
+// (tenancy.go), and resources/list lists the caller's jobs. On a face that
+// can deliver notifications (stdio, and /mcp with a session), a client
+// that subscribes to a job gets notifications/resources/updated when it
+// exits or starts waiting for input, and an MCP session that set a logging
+// level gets a logging notification with a one-line summary of each such
+// event of its own jobs. The sessionless face (protocol 2026-07-28, a
+// plain POST) has no stream to carry them, so it does not advertise
+// subscriptions. The notifier starts with the first subscription or
+// logging/setLevel and ends with Shutdown. No face advertises listChanged:
+// a new job is not announced, it is in the next resources/list.
 
 // jobURIPrefix names a job resource: corral://jobs/<id>.
 const jobURIPrefix = "corral://jobs/"
 
-// addJobResources registers the job resource template on srv.
-func (s *Server) addJobResources(srv *mcp.Server) {
+// addJobResources registers the job resource template on srv and the
+// listing of the caller's jobs; on a face with notifications, also the
+// subscriptions.
+func (s *Server) addJobResources(srv *mcp.Server, face mcpFace) {
+	desc := "A background job's status as job_list gives it (id, command, state, pid, startedAt, bytes, waiting); subscribe to be told when it exits or waits for input."
+	if face == faceSessionless {
+		desc = "A background job's status as job_list gives it (id, command, state, pid, startedAt, bytes, waiting). Without an MCP session there are no subscriptions: read it again, or use job_wait."
+	}
 	srv.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: jobURIPrefix + "{id}", Name: "job", Title: "A background job",
-		Description: "A background job's status as job_list gives it (id, command, state, pid, startedAt, bytes); subscribe to be told when it exits.",
-		MIMEType:    "application/json"}, s.readJobResource)
+		Description: desc, MIMEType: "application/json"}, s.readJobResource)
+	srv.AddReceivingMiddleware(s.listJobResources)
 }
 
-// jobResourceOptions are the server options that make jobs subscribable.
-func (s *Server) jobResourceOptions(o *mcp.ServerOptions) {
+// jobResourceOptions sets the server options of the job resources on face:
+// resources without listChanged, and subscriptions where the face can
+// deliver their notifications.
+func (s *Server) jobResourceOptions(o *mcp.ServerOptions, face mcpFace) {
+	o.Capabilities.Resources = &mcp.ResourceCapabilities{}
+	if face == faceSessionless {
+		return
+	}
 	o.SubscribeHandler = func(ctx context.Context, req *mcp.SubscribeRequest) error {
 		id, ok := strings.CutPrefix(req.Params.URI, jobURIPrefix)
 		if !ok {
@@ -43,6 +60,38 @@ func (s *Server) jobResourceOptions(o *mcp.ServerOptions) {
 		return nil
 	}
 	o.UnsubscribeHandler = func(context.Context, *mcp.UnsubscribeRequest) error { return nil }
+}
+
+// listJobResources is receiving middleware: resources/list answers, on its
+// first page, the jobs the caller may see (running and retained, oldest
+// first) after the server's own resources (none).
+func (s *Server) listJobResources(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		lr, ok := req.(*mcp.ListResourcesRequest)
+		list, _ := res.(*mcp.ListResourcesResult)
+		if err != nil || !ok || list == nil || lr.Params != nil && lr.Params.Cursor != "" {
+			return res, err
+		}
+		for _, j := range s.ownedJobs(s.sessionOwner(lr.Session, lr.Extra)) {
+			list.Resources = append(list.Resources, jobResource(j))
+		}
+		return list, nil
+	}
+}
+
+// jobResource is a job's entry in resources/list.
+func jobResource(j supervisor.JobInfo) *mcp.Resource {
+	state := j.State
+	if j.Waiting != nil {
+		state = "waiting for input"
+	}
+	title, _, _ := strings.Cut(j.Command, "\n")
+	if len(title) > 80 {
+		title = strings.ToValidUTF8(title[:80], "") // a character cut at byte 80 is dropped
+	}
+	return &mcp.Resource{URI: jobURIPrefix + j.ID, Name: j.ID, Title: title,
+		Description: "background job, " + state, MIMEType: "application/json"}
 }
 
 // startNotifierOnSetLevel is receiving middleware: a client that sets a
