@@ -127,15 +127,22 @@ func (t *Tree) NotEnforced() []Limit {
 	return out
 }
 
-// Reached names the limit the tree ran into, or "" for none. Call it after
-// the tree ended (Kill) and before Close, which removes the containment
-// that remembers it. Memory wins when both were reached.
+// Reached names the limit the tree ran into, or "" for none: its
+// containment's, or, for pids, the envelope's (a fork refused at the limit
+// this process lives under while the tree lived: EnvelopeReached). Call it
+// after the tree ended (Kill) and before Close, which removes the
+// containment that remembers it. Memory wins when both were reached.
 func (t *Tree) Reached() Limit {
 	if t.oomSeen.Load() {
 		return LimitMemory
 	}
 	if a, ok := t.c.(accountant); ok {
-		return a.reached()
+		if r := a.reached(); r != "" {
+			return r
+		}
+	}
+	if t.EnvelopeReached() {
+		return LimitPids
 	}
 	return ""
 }

@@ -54,6 +54,10 @@ type Tree struct {
 	tag  string // value of EnvTag in the command's environment
 	c    containment
 	lim  Limits // resolved: 0 is none
+	// bound says which limits the envelope lowered; envEvents are its
+	// refusal counters when the tree started (Envelope.refusals).
+	bound     bounded
+	envEvents []int64
 
 	oomFile readCloser     // the OOM watch's notification; nil without a watch
 	oomWG   sync.WaitGroup // the OOM watch's goroutine

@@ -231,7 +231,7 @@ func (p *proc) finish(end ending) Result {
 		p.screen.close()
 	}
 	res.Stderr = withNote(withNote(res.Stderr, stateNote), p.s.note(end, p.v, p.kill, alive))
-	res.Stderr = withNote(res.Stderr, limitNote(reached, p.tree.Limits(), p.tree.OOMKiller()))
+	res.Stderr = withNote(res.Stderr, limitNote(reached, p.tree))
 	res.Stderr = withNote(res.Stderr, strayNote(p.strays, p.unattributed))
 	if w := p.waitAtEnd; w != nil {
 		res.Waiting = w
