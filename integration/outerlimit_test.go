@@ -72,6 +72,36 @@ func TestBombUnderOuterLimit(t *testing.T) {
 	}
 }
 
+// TestDoctorUnderOuterLimit: corral doctor run inside an outer cgroup
+// with pids.max 1,500 and a 512 MiB memory limit prints both, the cgroup
+// they come from, and the share a command gets.
+func TestDoctorUnderOuterLimit(t *testing.T) {
+	safety := proctest.Safe(t, outerPids)
+	safety.LimitMemory(512 << 20)
+	cmd := exec.Command(corralBin, "doctor")
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := safety.Start(cmd); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("corral doctor: %v\n%s", err, stderr.String())
+	}
+	pidsDir := safety.Dir("pids")
+	if pidsDir == "" {
+		pidsDir = safety.Dir("")
+	}
+	for _, want := range []string{
+		"Lives under: a pids limit of 1500 tasks (" + pidsDir + "), ",
+		"; a command gets at most ",
+		"Lives under: a memory limit of 512.0 MiB (",
+	} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("doctor lacks %q:\n%s", want, stdout.String())
+		}
+	}
+}
+
 // tail is the last n bytes of s.
 func tail(s string, n int) string {
 	if len(s) > n {

@@ -104,6 +104,11 @@ func (e Envelope) bound(lim Limits, pids, memTree bool) (Limits, bounded) {
 // bounded says which of a tree's limits the envelope set.
 type bounded struct{ pids, memory bool }
 
+// ReadEnvelope reads the limits this process lives under, as New does, for
+// `corral doctor`: cfg's reserves apply (0: the defaults). It holds no
+// threads, so PidsUsed counts this process as it is.
+func ReadEnvelope(cfg Config) Envelope { return readEnvelope(cfg.withDefaults()) }
+
 // Envelope returns what New read of the limits this process lives under
 // and the commands' shares of them.
 func (m *Manager) Envelope() Envelope { return m.env }

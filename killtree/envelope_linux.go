@@ -124,17 +124,16 @@ const threadReserve = 32
 
 var holdOnce sync.Once
 
-// holdThreads makes this process have at least threadReserve threads,
+// holdThreads makes this process have more than threadReserve threads,
 // once: as many goroutines lock a thread each at the same time, then
 // unlock them and return, leaving the threads idle in the runtime's pool
 // (runtime.LockOSThread: a goroutine that unlocks before it exits leaves
 // its thread to the scheduler).
 func holdThreads() {
 	holdOnce.Do(func() {
-		n := threadReserve - threadCount()
-		if n <= 0 {
-			return
-		}
+		// Each locked goroutine has a thread of its own, idle ones
+		// included: threadReserve of them make sure of threadReserve.
+		n := threadReserve
 		var locked, done sync.WaitGroup
 		release := make(chan struct{})
 		for range n {

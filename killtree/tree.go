@@ -59,9 +59,10 @@ type Tree struct {
 	bound     bounded
 	envEvents []int64
 
-	oomFile readCloser     // the OOM watch's notification; nil without a watch
-	oomWG   sync.WaitGroup // the OOM watch's goroutine
-	oomSeen atomic.Bool    // the OOM watch fired
+	oomFile   readCloser     // the OOM watch's notification; nil without a watch
+	oomWG     sync.WaitGroup // the OOM watch's goroutine
+	oomSeen   atomic.Bool    // the OOM watch fired
+	oomKilled atomic.Int64   // what the OOM watch's kill killed, stored under killMu
 
 	exited     chan struct{} // closed once the leader has exited (not reaped), or by Close
 	exitedOnce sync.Once     // closes exited
@@ -238,6 +239,11 @@ func (t *Tree) Kill() (Report, error) {
 func (t *Tree) KillBy(deadline time.Time) (Report, error) {
 	t.killMu.Lock()
 	defer t.killMu.Unlock()
+	return t.killByLocked(deadline)
+}
+
+// killByLocked is KillBy; the caller holds killMu.
+func (t *Tree) killByLocked(deadline time.Time) (Report, error) {
 	start := time.Now()
 	rep, err := t.kill(earliest(deadline, start.Add(killDeadline)))
 	rep.Tier = t.tier

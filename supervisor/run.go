@@ -142,7 +142,9 @@ func (p *proc) supervise(ctx context.Context) ending {
 	if report.Processes > 0 {
 		p.sent = "SIGKILL"
 	}
-	p.kill.Processes = max(p.kill.Processes, report.Processes)
+	// What corral killed at an OOM notification (cgroup v1) is gone
+	// before this kill; a member Stop counted is not counted twice.
+	p.kill.Processes = max(p.kill.Processes, report.Processes+p.tree.OOMKilled())
 	p.kill.Escapees += report.Escapees
 	if end == endExited {
 		// The shell had exited by itself: whatever was killed after it,
