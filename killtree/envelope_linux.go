@@ -152,3 +152,18 @@ func holdThreads() {
 		done.Wait()
 	})
 }
+
+// capInstanceDir writes n as the pids.max of the instance directory dir
+// (the parent of every leaf of this process), when n > 0 and it holds
+// another value. Best effort: a failed write leaves each command's own
+// limit, which is within the share too, and what many commands hold
+// together is then bounded only by the envelope itself.
+func capInstanceDir(dir string, n int) {
+	if n <= 0 {
+		return
+	}
+	f := filepath.Join(dir, "pids.max")
+	if strings.TrimSpace(readFileOr(f)) != strconv.Itoa(n) {
+		_ = writeFile(f, strconv.Itoa(n))
+	}
+}

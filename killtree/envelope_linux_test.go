@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -21,6 +22,7 @@ type envelopeSeen struct {
 	Default, Low         Limits
 	DefaultBound, LowBnd bool
 	MemBound             bool
+	InstancePids         string // the instance directory's pids.max while a tree lived
 }
 
 // helperEnvelope is a Manager in a process of its own: `envelope <tier>
@@ -41,6 +43,14 @@ func helperEnvelope(args []string) int {
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
+		}
+		if i == 0 {
+			mnt := findMounts()
+			root := mnt.v1["pids"]
+			if root == "" {
+				root = mnt.v2
+			}
+			seen.InstancePids = strings.TrimSpace(readFileOr(filepath.Join(mnt.place(root, filepath.Join(args[1], instance())), "pids.max")))
 		}
 		_, _ = tr.Kill()
 		_ = cmd.Wait()
@@ -63,7 +73,9 @@ func helperEnvelope(args []string) int {
 // cgroup directory named), holds its reserve of threads, and a command
 // started with the defaults gets the envelope's shares (on the cgroup
 // tiers: pids below 300 less what is used and the reserve, memory 512 MiB
-// less the reserve), while one that asked for fewer tasks keeps its own.
+// less the reserve; the instance directory holding every command's leaf
+// has that pids.max too), while one that asked for fewer tasks keeps its
+// own.
 func TestEnvelope(t *testing.T) {
 	for _, tier := range workingTiers(t, "") {
 		t.Run(string(tier), func(t *testing.T) {
@@ -113,6 +125,9 @@ func TestEnvelope(t *testing.T) {
 			if !s.DefaultBound || s.Default.Pids != e.CommandPids || !s.MemBound || s.Default.MemoryBytes != e.CommandMemory {
 				t.Errorf("default limits %+v (bound pids %v memory %v), want the envelope's shares %d tasks, %d bytes",
 					s.Default, s.DefaultBound, s.MemBound, e.CommandPids, e.CommandMemory)
+			}
+			if s.InstancePids != strconv.Itoa(e.CommandPids) {
+				t.Errorf("instance directory pids.max %q, want the share of all commands together, %d", s.InstancePids, e.CommandPids)
 			}
 			if s.LowBnd || s.Low.Pids != 20 {
 				t.Errorf("asked 20 tasks: limits %+v bound %v, want its own 20", s.Low, s.LowBnd)

@@ -133,6 +133,11 @@ type Config struct {
 	// memory limit it lives under (Envelope): 0 means
 	// DefaultMemoryReserve. A server sets its own soft memory limit here.
 	MemoryReserve int64
+
+	// instancePids is the pids.max the cgroup tiers write on the instance
+	// directory (Envelope.CommandPids: all the commands together stay
+	// within the envelope's share); 0: none. Set by the platform.
+	instancePids int
 }
 
 func (c Config) withDefaults() Config {
@@ -320,6 +325,7 @@ func New(cfg Config) (*Manager, error) {
 		holdThreads()
 		m.env = readEnvelope(cfg)
 	}
+	plat.capInstance(m.env.CommandPids)
 	m.unverified.Store(cached)
 	return m, nil
 }
@@ -418,6 +424,7 @@ func (m *Manager) recheck() bool {
 	if err != nil {
 		return false
 	}
+	plat.capInstance(m.env.CommandPids)
 	m.mu.Lock()
 	old := m.plat
 	m.tier, m.plat = tier, plat
