@@ -208,7 +208,7 @@ func (g *goldenRun) execEvents() []golden {
 			json.Unmarshal(sc.Bytes(), &ev)
 			key := ev.Event
 			if ev.Stream != "" {
-				key += "-" + ev.Stream
+				key += "-" + string(ev.Stream)
 			}
 			if first[key] != nil {
 				continue

@@ -97,8 +97,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			m.commands.WithLabelValues(f, o)
 		}
 	}
-	for _, s := range []string{supervisor.Stdout, supervisor.Stderr} {
-		m.drained.WithLabelValues(s)
+	for _, s := range []supervisor.Stream{supervisor.Stdout, supervisor.Stderr} {
+		m.drained.WithLabelValues(string(s))
 	}
 	for _, c := range []prometheus.Collector{m.commands, m.duration, m.drained, m.killed, m.lingering, m.running} {
 		if err := reg.Register(c); err != nil {

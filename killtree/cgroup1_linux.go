@@ -66,6 +66,7 @@ func newCgroup1(mnt *mounts, cfg Config, inst, id string, h *homes) (c *cgroup1,
 		if err := writeFile(filepath.Join(pl.dir, "pids.max"), limit); err != nil {
 			return nil, err
 		}
+		capInstanceDir(filepath.Dir(pl.dir), cfg.instancePids)
 	}
 	leaves, err := c.lims.makeLimits(mnt, cfg, inst, rel)
 	c.leaves = append(c.leaves, leaves...)

@@ -76,6 +76,7 @@ func (c *cgroup2) limit(mnt *mounts, cfg Config, inst, rel string) error {
 			if err := writeFile(filepath.Join(c.dir, "pids.max"), strconv.Itoa(cfg.PidsMax)); err != nil {
 				return err
 			}
+			capInstanceDir(filepath.Dir(c.dir), cfg.instancePids)
 		case mnt.v1["pids"] != "":
 			l, err := mkV1Leaf("pids", mnt.v1["pids"], rel)
 			if err != nil {
@@ -86,6 +87,7 @@ func (c *cgroup2) limit(mnt *mounts, cfg Config, inst, rel string) error {
 			if err := writeFile(filepath.Join(l.dir, "pids.max"), strconv.Itoa(cfg.PidsMax)); err != nil {
 				return err
 			}
+			capInstanceDir(filepath.Dir(l.dir), cfg.instancePids)
 		}
 	}
 	leaves, err := c.lims.makeLimits(mnt, cfg, inst, rel)

@@ -126,6 +126,18 @@ type Config struct {
 	// file is rewritten, and the Start is retried once on the tier then
 	// chosen. "" means no cache (detection runs once per process).
 	TierCache string
+	// PidsReserve is how many tasks corral keeps for itself below the
+	// pids limit it lives under (Envelope): 0 means DefaultPidsReserve.
+	PidsReserve int
+	// MemoryReserve is how much memory corral keeps for itself below the
+	// memory limit it lives under (Envelope): 0 means
+	// DefaultMemoryReserve. A server sets its own soft memory limit here.
+	MemoryReserve int64
+
+	// instancePids is the pids.max the cgroup tiers write on the instance
+	// directory (Envelope.CommandPids: all the commands together stay
+	// within the envelope's share); 0: none. Set by the platform.
+	instancePids int
 }
 
 func (c Config) withDefaults() Config {
@@ -134,6 +146,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.CgroupParent == "" {
 		c.CgroupParent = "corral"
+	}
+	if c.PidsReserve <= 0 {
+		c.PidsReserve = DefaultPidsReserve
+	}
+	if c.MemoryReserve <= 0 {
+		c.MemoryReserve = DefaultMemoryReserve
 	}
 	return c
 }
@@ -262,6 +280,7 @@ func choose(cfg Config, st []TierStatus) (Tier, error) {
 // watchdog. It is safe for concurrent use; Close it when done.
 type Manager struct {
 	cfg  Config
+	env  Envelope  // read by New
 	tier Tier      // changed only by recheck, under mu and verify
 	plat *platform // changed only by recheck, under mu and verify
 
@@ -300,7 +319,13 @@ func New(cfg Config) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Manager{cfg: cfg, tier: tier, plat: plat, trees: map[*Tree]struct{}{}}
+	m := &Manager{cfg: cfg, env: readEnvelope(cfg), tier: tier, plat: plat, trees: map[*Tree]struct{}{}}
+	if m.env.Pids > 0 {
+		// Threads held now are counted in PidsUsed (see holdThreads).
+		holdThreads()
+		m.env = readEnvelope(cfg)
+	}
+	plat.capInstance(m.env.CommandPids)
 	m.unverified.Store(cached)
 	return m, nil
 }
@@ -399,6 +424,7 @@ func (m *Manager) recheck() bool {
 	if err != nil {
 		return false
 	}
+	plat.capInstance(m.env.CommandPids)
 	m.mu.Lock()
 	old := m.plat
 	m.tier, m.plat = tier, plat
@@ -413,7 +439,11 @@ func (m *Manager) startOn(cmd *exec.Cmd, lim Limits) (t *Tree, retErr error) {
 		return nil, err
 	}
 	defer m.unreserve()
-	t = &Tree{m: m, cmd: cmd, tier: m.tier, lim: lim, exited: make(chan struct{})}
+	memTree, _, pids := m.plat.enforces()
+	memTree = memTree && m.tier != TierPgroup // pgroup's is per process
+	lim, b := m.env.bound(lim, pids, memTree)
+	t = &Tree{m: m, cmd: cmd, tier: m.tier, lim: lim, bound: b, exited: make(chan struct{})}
+	t.envEvents = m.env.refusals()
 	if cmd.Env == nil {
 		cmd.Env = os.Environ()
 	}

@@ -60,6 +60,8 @@ type platform struct {
 	homes    *homes       // the cgroup tiers' thread-trick homes; nil on pgroup
 	births   births       // when each tree lived (Config.OwnProcess)
 
+	instancePids atomic.Int64 // Config.instancePids for the containments made from now on (capInstance)
+
 	lastStale atomic.Int64   // UnixNano of the last stale sweep
 	staleMu   sync.Mutex     // guards staleDone and the Add of staleWG
 	staleDone bool           // close has begun: no more background sweeps
@@ -103,9 +105,15 @@ func (p *platform) newContainment(id string) (containment, error) {
 	return p.newLimited(id, Limits{}.resolve(p.cfg))
 }
 
+// capInstance makes the containments from now on write n (0: none) as
+// the pids.max of the instance directory: the envelope's share for all of
+// this process's commands together, as each one's own is for one.
+func (p *platform) capInstance(n int) { p.instancePids.Store(int64(n)) }
+
 // newLimited makes a containment with the limits lim (resolved).
 func (p *platform) newLimited(id string, lim Limits) (containment, error) {
 	cfg := lim.config(p.cfg)
+	cfg.instancePids = int(p.instancePids.Load())
 	switch p.tier {
 	case TierCgroup2:
 		p.homes.refresh(p.mnt.trickRoots())

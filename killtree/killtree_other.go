@@ -61,6 +61,9 @@ func newPlatform(cfg Config, tier Tier) (*platform, error) {
 
 func (p *platform) newContainment(id string) (containment, error) { return pgroupC{}, nil }
 
+// capInstance does nothing here: no cgroups.
+func (p *platform) capInstance(n int) {}
+
 // start starts cmd in a fresh containment (see startFresh). No limit is
 // enforced here (see enforces).
 func (p *platform) start(cmd *exec.Cmd, lim Limits, name func(id string)) (containment, error) {

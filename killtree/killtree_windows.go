@@ -40,6 +40,9 @@ func newPlatform(cfg Config, tier Tier) (*platform, error) {
 	return &platform{cfg: cfg, instance: strconv.Itoa(os.Getpid())}, nil
 }
 
+// capInstance does nothing here: the job tier has no shared parent.
+func (p *platform) capInstance(n int) {}
+
 func (p *platform) newContainment(id string) (containment, error) {
 	j, err := newWinJob(p.cfg)
 	if err != nil {

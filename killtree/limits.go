@@ -127,15 +127,22 @@ func (t *Tree) NotEnforced() []Limit {
 	return out
 }
 
-// Reached names the limit the tree ran into, or "" for none. Call it after
-// the tree ended (Kill) and before Close, which removes the containment
-// that remembers it. Memory wins when both were reached.
+// Reached names the limit the tree ran into, or "" for none: its
+// containment's, or, for pids, the envelope's (a fork refused at the limit
+// this process lives under while the tree lived: EnvelopeReached). Call it
+// after the tree ended (Kill) and before Close, which removes the
+// containment that remembers it. Memory wins when both were reached.
 func (t *Tree) Reached() Limit {
 	if t.oomSeen.Load() {
 		return LimitMemory
 	}
 	if a, ok := t.c.(accountant); ok {
-		return a.reached()
+		if r := a.reached(); r != "" {
+			return r
+		}
+	}
+	if t.EnvelopeReached() {
+		return LimitPids
 	}
 	return ""
 }
@@ -230,7 +237,10 @@ func (t *Tree) watchOOM() {
 			return // closed by stopOOMWatch
 		}
 		t.oomSeen.Store(true)
-		_, _ = t.KillBy(time.Now().Add(killDeadline)) // the way down's own Kill reports what it leaves
+		t.killMu.Lock()
+		defer t.killMu.Unlock()
+		rep, _ := t.killByLocked(time.Now().Add(killDeadline)) // the way down's own Kill reports what it leaves
+		t.oomKilled.Store(int64(rep.Processes))
 	}()
 }
 
@@ -242,6 +252,17 @@ func (t *Tree) stopOOMWatch() {
 	}
 	_ = t.oomFile.Close()
 	t.oomWG.Wait()
+}
+
+// OOMKilled is how many processes killtree killed when the OOM watch fired
+// (cgroup v1: the tree is killed at the OOM notification, OOMCorral): a
+// Kill after that finds them gone. 0 without an OOM or where the kernel
+// killed the tree. Read it after Kill, which waits for the watch's own
+// kill (both hold the tree's kill lock).
+func (t *Tree) OOMKilled() int {
+	t.killMu.Lock()
+	defer t.killMu.Unlock()
+	return int(t.oomKilled.Load())
 }
 
 // OOMKiller says who killed the tree at an OOM (meaningful when Reached

@@ -54,10 +54,15 @@ type Tree struct {
 	tag  string // value of EnvTag in the command's environment
 	c    containment
 	lim  Limits // resolved: 0 is none
+	// bound says which limits the envelope lowered; envEvents are its
+	// refusal counters when the tree started (Envelope.refusals).
+	bound     bounded
+	envEvents []int64
 
-	oomFile readCloser     // the OOM watch's notification; nil without a watch
-	oomWG   sync.WaitGroup // the OOM watch's goroutine
-	oomSeen atomic.Bool    // the OOM watch fired
+	oomFile   readCloser     // the OOM watch's notification; nil without a watch
+	oomWG     sync.WaitGroup // the OOM watch's goroutine
+	oomSeen   atomic.Bool    // the OOM watch fired
+	oomKilled atomic.Int64   // what the OOM watch's kill killed, stored under killMu
 
 	exited     chan struct{} // closed once the leader has exited (not reaped), or by Close
 	exitedOnce sync.Once     // closes exited
@@ -234,6 +239,11 @@ func (t *Tree) Kill() (Report, error) {
 func (t *Tree) KillBy(deadline time.Time) (Report, error) {
 	t.killMu.Lock()
 	defer t.killMu.Unlock()
+	return t.killByLocked(deadline)
+}
+
+// killByLocked is KillBy; the caller holds killMu.
+func (t *Tree) killByLocked(deadline time.Time) (Report, error) {
 	start := time.Now()
 	rep, err := t.kill(earliest(deadline, start.Add(killDeadline)))
 	rep.Tier = t.tier

@@ -141,20 +141,55 @@ func checkOwnLimits(c killtree.Config) error {
 	return nil
 }
 
-// limitNote is the stderr line of a command that ran into a limit.
-func limitNote(reached killtree.Limit, lim killtree.Limits, killer killtree.OOMKiller) string {
+// limitNote is the stderr line of a command that ran into a limit: its
+// own, or the one corral lives under (the envelope: docs/limits.md, "The
+// limits corral lives under").
+func limitNote(reached killtree.Limit, t *killtree.Tree) string {
+	lim, env := t.Limits(), t.Envelope()
 	switch reached {
 	case killtree.LimitMemory:
 		who := map[killtree.OOMKiller]string{
 			killtree.OOMKernelTree:    "the kernel killed the process tree",
 			killtree.OOMCorral:        "corral killed the process tree",
 			killtree.OOMKernelProcess: "the kernel killed a process of the tree",
-		}[killer]
+		}[t.OOMKiller()]
+		if t.Bounded(killtree.LimitMemory) {
+			return fmt.Sprintf("[corral: the container's memory limit (%s) was reached: corral keeps %s of it for itself, so the command could have %s; %s.]",
+				sizeString(env.Memory), sizeString(env.MemoryReserve), sizeString(lim.MemoryBytes), who)
+		}
 		return fmt.Sprintf("[corral: the memory limit (%s) was reached; %s.]", sizeString(lim.MemoryBytes), who)
 	case killtree.LimitPids:
+		switch {
+		case t.Bounded(killtree.LimitPids):
+			return fmt.Sprintf("[corral: %s was reached: corral keeps %s of them for itself and for what already ran there, so the command could have %s; the kernel refused at least one fork.]",
+				envelopePids(env), thousands(env.PidsUsed+env.PidsReserve), thousands(lim.Pids))
+		case t.EnvelopeReached():
+			return fmt.Sprintf("[corral: %s was reached while the command ran; the kernel refused at least one fork.]", envelopePids(env))
+		}
 		return fmt.Sprintf("[corral: the process limit (%d tasks) was reached; the kernel refused at least one fork.]", lim.Pids)
 	}
 	return ""
+}
+
+// envelopePids names the task limit corral lives under: "the container's
+// process limit (1,500 tasks)".
+func envelopePids(env killtree.Envelope) string {
+	if env.PidsSource == "RLIMIT_NPROC" {
+		return "the user's process limit (RLIMIT_NPROC, " + thousands(env.Pids) + " tasks)"
+	}
+	return "the container's process limit (" + thousands(env.Pids) + " tasks)"
+}
+
+// thousands formats n with commas between groups of three digits: "1,500".
+func thousands(n int) string {
+	s := strconv.Itoa(n)
+	if n < 0 {
+		return "-" + thousands(-n)
+	}
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
 
 // sizeString formats a byte count with the largest binary unit it holds

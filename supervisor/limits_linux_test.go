@@ -93,6 +93,14 @@ func limitResults(t *testing.T, s *Supervisor, py string, tty *TTYSize) {
 	if strings.Contains(res.Stdout, "survived") || res.ExitCode != nil || res.TimedOut {
 		t.Errorf("memory: the tree went on: %+v", res)
 	}
+	// kill.processes counts what corral killed: on cgroup v1 (no
+	// memory.oom.group) the kernel kills one process, python, and corral
+	// the rest at the OOM notification (bash and sleep); where the kernel
+	// kills the whole tree, none.
+	if strings.Contains(res.Stderr, "corral killed the process tree") && res.Kill.Processes < 2 {
+		t.Errorf("memory: corral killed the tree at the OOM, kill %+v counts fewer than its bash and sleep", res.Kill)
+	}
+	t.Logf("memory: kill %+v", res.Kill)
 	if res.Usage == nil || res.Usage.PeakMemoryBytes < 200<<20 || res.Usage.PeakMemoryBytes > 256<<20 {
 		t.Errorf("memory: usage %+v, want a peak near 256 MiB", res.Usage)
 	}

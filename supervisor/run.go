@@ -142,7 +142,9 @@ func (p *proc) supervise(ctx context.Context) ending {
 	if report.Processes > 0 {
 		p.sent = "SIGKILL"
 	}
-	p.kill.Processes = max(p.kill.Processes, report.Processes)
+	// What corral killed at an OOM notification (cgroup v1) is gone
+	// before this kill; a member Stop counted is not counted twice.
+	p.kill.Processes = max(p.kill.Processes, report.Processes+p.tree.OOMKilled())
 	p.kill.Escapees += report.Escapees
 	if end == endExited {
 		// The shell had exited by itself: whatever was killed after it,
@@ -231,7 +233,7 @@ func (p *proc) finish(end ending) Result {
 		p.screen.close()
 	}
 	res.Stderr = withNote(withNote(res.Stderr, stateNote), p.s.note(end, p.v, p.kill, alive))
-	res.Stderr = withNote(res.Stderr, limitNote(reached, p.tree.Limits(), p.tree.OOMKiller()))
+	res.Stderr = withNote(res.Stderr, limitNote(reached, p.tree))
 	res.Stderr = withNote(res.Stderr, strayNote(p.strays, p.unattributed))
 	if w := p.waitAtEnd; w != nil {
 		res.Waiting = w

@@ -82,6 +82,11 @@ func (m *Main) doctor(args []string) error {
 	}
 
 	fmt.Fprintln(m.Stdout)
+	for _, line := range envelopeLines(killtree.ReadEnvelope(cfg)) {
+		fmt.Fprintln(m.Stdout, line)
+	}
+
+	fmt.Fprintln(m.Stdout)
 	switch {
 	case note != "":
 		fmt.Fprintln(m.Stdout, note)
@@ -107,6 +112,30 @@ func (m *Main) doctor(args []string) error {
 		fmt.Fprintln(m.Stdout, "No supervisor stops a root command that enters the host's PID namespace, loads a kernel module, or asks systemd or a container runtime to start a process; nor a --run-as user that can become root (sudo, the docker group, setuid helpers).")
 	}
 	return nil
+}
+
+// envelopeLines says what limits corral lives under here and what share
+// of them a command gets (docs/limits.md, "The limits corral lives
+// under").
+func envelopeLines(e killtree.Envelope) []string {
+	var out []string
+	if e.Pids > 0 {
+		out = append(out, fmt.Sprintf("Lives under: a pids limit of %d tasks (%s), %d in use now; a command gets at most %d on the cgroup tiers (%d kept for corral); on pgroup corral holds its threads ahead.",
+			e.Pids, e.PidsSource, e.PidsUsed, e.CommandPids, e.PidsReserve))
+	} else {
+		out = append(out, "Lives under: no pids limit (no pids.max up the cgroup tree, and RLIMIT_NPROC unlimited or root).")
+	}
+	switch {
+	case e.Memory > 0 && e.CommandMemory > 0:
+		out = append(out, fmt.Sprintf("Lives under: a memory limit of %s (%s); a command gets at most %s on the cgroup tiers (%s kept for corral).",
+			mib(e.Memory), e.MemorySource, mib(e.CommandMemory), mib(e.MemoryReserve)))
+	case e.Memory > 0:
+		out = append(out, fmt.Sprintf("Lives under: a memory limit of %s (%s), too small to keep %s for corral: commands get no memory limit from it.",
+			mib(e.Memory), e.MemorySource, mib(e.MemoryReserve)))
+	default:
+		out = append(out, "Lives under: no memory limit up the cgroup tree.")
+	}
+	return out
 }
 
 func yesNo(b bool) string {

@@ -233,7 +233,9 @@ func (m *Main) newServer(f serverFlags, token, hint string, shared bool, log zer
 	}
 	// This process runs commands and nothing else: an orphan born while
 	// only one command lived is that command's (killtree.Config.OwnProcess).
-	containment := killtree.Config{Tier: killtree.Tier(f.containment), Reaper: f.reaper, OwnProcess: true}
+	// The soft memory limit is what this process keeps for itself below
+	// the memory limit it lives under (killtree.Envelope).
+	containment := killtree.Config{Tier: killtree.Tier(f.containment), Reaper: f.reaper, OwnProcess: true, MemoryReserve: lim.bytes}
 	if err := f.limits.Apply(&containment); err != nil {
 		closeJournal()
 		return nil, nil, nil, 0, err
