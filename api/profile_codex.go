@@ -217,25 +217,21 @@ func (s *Server) codexLimit(tokens *float64) (budget.Limits, error) {
 	return budget.Limits{MaxBytes: int(math.Min(n*codexBytesPerToken, float64(b.MaxBytes))), MaxLines: b.MaxLines}, nil
 }
 
-// codexArgv is the program exec_command runs: shell (the server's when
-// absent) with -lc or -c and the command, its stderr joined to its stdout as
-// Codex reads both into one stream. A terminal has one stream already.
+// codexArgv is the program exec_command runs, as Codex's get_command: shell
+// (the server's when absent) with -lc, or -c with login: false, and the
+// command.
 func (s *Server) codexArgv(in CodexExecInput) []string {
 	shell := cmp.Or(in.Shell, s.sup.Bounds().Shell)
 	flag := "-lc"
 	if in.Login != nil && !*in.Login {
 		flag = "-c"
 	}
-	if in.TTY {
-		return []string{shell, flag, in.Cmd}
-	}
-	// sh makes its stderr its stdout, then becomes the shell: the command
-	// text is Codex's own, and the shell's errors are in the stream too.
-	return []string{"/bin/sh", "-c", `exec 2>&1; exec "$0" "$@"`, shell, flag, in.Cmd}
+	return []string{shell, flag, in.Cmd}
 }
 
 // codexExec is exec_command: the command starts as a job (on a terminal
-// with tty) and the call returns at its end, at the yield, or, on a
+// with tty), its stderr joined to its stdout as Codex reads both into one
+// stream, and the call returns at its end, at the yield, or, on a
 // terminal, as soon as it waits for input. A command still running gets a
 // session ID for write_stdin. Cancelling the call kills the tree.
 func (s *Server) codexExec(ctx context.Context, req *mcp.CallToolRequest, in CodexExecInput) (*mcp.CallToolResult, any, error) {
@@ -252,7 +248,7 @@ func (s *Server) codexExec(ctx context.Context, req *mcp.CallToolRequest, in Cod
 		return nil, nil, toolError(errorf(ErrInvalidArgument, "cmd is empty"))
 	}
 	jr := supervisor.JobRequest{Request: supervisor.Request{Command: in.Cmd, Argv: s.codexArgv(in), Dir: in.Workdir,
-		Session: s.mcpSession(req), Label: ToolCodexExecCommand, Owner: s.mcpOwner(req), StdoutPolicy: budget.PolicyHeadTail}}
+		Session: s.mcpSession(req), Label: ToolCodexExecCommand, Owner: s.mcpOwner(req), StdoutPolicy: budget.PolicyHeadTail, JoinStderr: true}}
 	if in.TTY {
 		jr.TTY = &supervisor.TTYSize{}
 	}
