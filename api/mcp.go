@@ -134,8 +134,11 @@ func thousands(n int) string {
 // descriptions and schemas state the supervisor's configured limits
 // (Supervisor.Bounds), and what the face can carry.
 func (s *Server) newMCPServer(face mcpFace) *mcp.Server {
-	if s.profile == ProfileClaudeCode {
+	switch s.profile {
+	case ProfileClaudeCode:
 		return s.newClaudeServer(face)
+	case ProfileCodex:
+		return s.newCodexServer(face)
 	}
 	b := s.sup.Bounds()
 	opts := &mcp.ServerOptions{Capabilities: &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}}, Instructions: instructions(b, face)}

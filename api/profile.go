@@ -12,14 +12,16 @@ const (
 	ProfileCorral = "corral"
 	// ProfileClaudeCode is Claude Code's Bash, BashOutput and KillShell.
 	ProfileClaudeCode = "claude-code"
+	// ProfileCodex is Codex's exec_command and write_stdin.
+	ProfileCodex = "codex"
 )
 
 // Profiles lists the tool profiles this build serves.
-var Profiles = []string{ProfileCorral, ProfileClaudeCode}
+var Profiles = []string{ProfileCorral, ProfileClaudeCode, ProfileCodex}
 
 // plannedProfiles are profiles of DESIGN's list that are not built yet;
 // asking for one gets an error that says so rather than a half profile.
-var plannedProfiles = []string{"codex", "openhands"}
+var plannedProfiles = []string{"openhands"}
 
 // checkProfile refuses a profile this build does not serve.
 func checkProfile(p string) error {
@@ -30,8 +32,8 @@ func checkProfile(p string) error {
 	}
 	for _, q := range plannedProfiles {
 		if p == q {
-			return fmt.Errorf("api: the %s tool profile is not built yet; this build serves %s", p, strings.Join(Profiles, " and "))
+			return fmt.Errorf("api: the %s tool profile is not built yet; this build serves %s", p, strings.Join(Profiles, ", "))
 		}
 	}
-	return fmt.Errorf("api: unknown tool profile %q; this build serves %s", p, strings.Join(Profiles, " and "))
+	return fmt.Errorf("api: unknown tool profile %q; this build serves %s", p, strings.Join(Profiles, ", "))
 }

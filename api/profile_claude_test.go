@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"os"
 	"regexp"
 	"strings"
@@ -20,37 +21,52 @@ func withProfile(p string) option {
 	return func(c *api.Config, _ *supervisor.Config) { c.MCPTools = p }
 }
 
-// TestProfileClaudeSchemas: the claude-code profile serves exactly the tool
-// list of testdata/profiles/claude-code/tools.json (Claude Code's names,
-// descriptions and argument schemas; SOURCE.md cites them), on every face.
-func TestProfileClaudeSchemas(t *testing.T) {
+// TestProfileSchemas: each profile serves exactly the tool list of
+// testdata/profiles/PROFILE/tools.json (the harness's names, descriptions
+// and argument schemas; SOURCE.md beside it cites them and says what
+// differs), on every face.
+func TestProfileSchemas(t *testing.T) {
 	t.Parallel()
-	b, err := os.ReadFile("testdata/profiles/claude-code/tools.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var want []map[string]any
-	if err := json.Unmarshal(b, &want); err != nil {
-		t.Fatal(err)
-	}
-	e := newEnv(t, withProfile(api.ProfileClaudeCode))
-	for face, cs := range map[string]*mcp.ClientSession{"stdio": inMemoryMCP(t, e), "http": httpClientSession(t, e, "2025-11-25")} {
-		tools, err := cs.ListTools(context.Background(), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []map[string]any
-		for _, tool := range tools.Tools {
-			raw, _ := json.Marshal(map[string]any{"name": tool.Name, "description": tool.Description, "inputSchema": tool.InputSchema})
-			var m map[string]any
-			json.Unmarshal(raw, &m)
-			got = append(got, m)
-		}
-		if diff := cmp.Diff(want, got); diff != "" {
-			t.Errorf("%s: served tools differ from testdata (-want +got):\n%s", face, diff)
-		}
+	for _, p := range []string{api.ProfileClaudeCode, api.ProfileCodex} {
+		t.Run(p, func(t *testing.T) {
+			t.Parallel()
+			b, err := os.ReadFile("testdata/profiles/" + p + "/tools.json")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want []map[string]any
+			if err := json.Unmarshal(b, &want); err != nil {
+				t.Fatal(err)
+			}
+			e := newEnv(t, withProfile(p))
+			for face, cs := range map[string]*mcp.ClientSession{"stdio": inMemoryMCP(t, e), "http": httpClientSession(t, e, "2025-11-25"),
+				"sessionless": httpClientSession(t, e, "2026-07-28")} {
+				tools, err := cs.ListTools(context.Background(), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got []map[string]any
+				for _, tool := range tools.Tools {
+					raw, _ := json.Marshal(map[string]any{"name": tool.Name, "description": tool.Description, "inputSchema": tool.InputSchema})
+					var m map[string]any
+					json.Unmarshal(raw, &m)
+					got = append(got, m)
+				}
+				if *updateProfiles && face == "stdio" {
+					out, _ := json.MarshalIndent(got, "", "  ")
+					os.WriteFile("testdata/profiles/"+p+"/tools.json", append(out, '\n'), 0o644)
+				}
+				if diff := cmp.Diff(want, got); diff != "" {
+					t.Errorf("%s: served tools differ from testdata (-want +got):\n%s", face, diff)
+				}
+			}
+		})
 	}
 }
+
+// updateProfiles rewrites the profiles' tools.json from what is served;
+// the diff is then read against the harness's source (SOURCE.md).
+var updateProfiles = flag.Bool("update-profiles", false, "rewrite testdata/profiles/*/tools.json")
 
 // TestProfileClaudeCalls drives the profile as Claude Code calls it: Bash
 // with a timeout in milliseconds, Bash in the background, BashOutput with a
@@ -109,7 +125,7 @@ func TestProfileRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sup.Close()
-	for p, want := range map[string]string{"codex": "not built yet", "openhands": "not built yet", "vim": "unknown tool profile"} {
+	for p, want := range map[string]string{"openhands": "not built yet", "vim": "unknown tool profile"} {
 		if _, err := api.New(api.Config{Supervisor: sup, MCPTools: p}); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v", p, err)
 		}

@@ -93,6 +93,8 @@ type Server struct {
 	noJournal string
 	// profile is Config.MCPTools.
 	profile string
+	// codex maps the codex profile's session IDs to jobs.
+	codex codexSessions
 	// notifyOnce starts the job notifier (mcp_resources.go) at the first
 	// subscription; notifier is its goroutine, ended by Shutdown.
 	notifyOnce sync.Once

@@ -24,6 +24,7 @@ type Bounds struct {
 	Limits           Limits        // each command's default and largest resource limits (0: none)
 	Tier             killtree.Tier // the containment tier commands run in
 	User, UserDir    string        // the user commands run as and the directory of a request without Dir; "" when they run as this process's user
+	Shell            string        // the shell a Command runs with (Config.Shell, or the one New found)
 }
 
 // Bounds returns the limits s applies. It is safe for concurrent use.
@@ -40,6 +41,7 @@ func (s *Supervisor) Bounds() Bounds {
 		MaxRetainedBytes: s.jobs.maxBytes,
 		Limits:           s.ceilings(),
 		Tier:             s.trees.Tier(),
+		Shell:            s.shell,
 	}
 	if s.user != nil {
 		b.User, b.UserDir = s.user.name, s.user.dir

@@ -134,6 +134,10 @@ type Request struct {
 	// StdoutPolicy and StderrPolicy choose which end of a stream the model
 	// sees; "" means head for stdout and tail for stderr.
 	StdoutPolicy, StderrPolicy budget.Policy
+	// JoinStderr makes the command's stderr its stdout pipe, as 2>&1
+	// would: one stream in the order written, and a Result whose stderr
+	// holds only corral's notes. A terminal has one stream anyway.
+	JoinStderr bool
 	// OnEvent, when non-nil, receives the live events in order, from one
 	// goroutine at a time, the result event last. It may be slow: events
 	// then coalesce, and past the live cap a stream ends with one capped

@@ -98,6 +98,11 @@ func (s *Supervisor) prepare(p *proc) (_ *prepared, retErr error) {
 		pr.gate = nil // attach closed it
 	}
 	pr.cmd.Stdin, pr.cmd.Stdout, pr.cmd.Stderr = pr.stdinR, pr.wOut, pr.wErr
+	if v.JoinStderr {
+		// One pipe for both: the stderr pipe has no writer but ours, which
+		// launch closes, so its drain ends at once.
+		pr.cmd.Stderr = pr.wOut
+	}
 	if p.term != nil {
 		p.term.attach(pr.cmd)
 	}
