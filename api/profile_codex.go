@@ -252,7 +252,7 @@ func (s *Server) codexExec(ctx context.Context, req *mcp.CallToolRequest, in Cod
 	if in.TTY {
 		jr.TTY = &supervisor.TTYSize{}
 	}
-	st, err := s.startJob(jr)
+	st, err := s.startJob(FaceMCP, jr)
 	if err != nil {
 		return nil, nil, toolError(err)
 	}
