@@ -138,6 +138,14 @@ func (h *Head) grow(n int) {
 	h.buf = nb
 }
 
+// Cap is the capacity of the buffer that holds the retained head, in bytes
+// (at most MaxBytes): what the Head takes of memory besides itself.
+func (h *Head) Cap() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return cap(h.buf)
+}
+
 // Bytes returns a copy of the retained head; nil if nothing was written.
 func (h *Head) Bytes() []byte {
 	h.mu.Lock()

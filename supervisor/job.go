@@ -206,6 +206,7 @@ type jobTable struct {
 	mu        sync.Mutex
 	jobs      map[string]*job // guarded by mu
 	running   int             // guarded by mu
+	live      map[*job]bool   // guarded by mu; the running jobs, until they release their captures
 	closed    bool            // guarded by mu
 	exited    []*job          // guarded by mu; retained exited jobs, oldest end first
 	exitBytes int64           // guarded by mu; their footprints summed
@@ -328,6 +329,10 @@ func (s *Supervisor) launchJob(v validated, listed bool) (*job, *proc, error) {
 	if listed {
 		t.jobs[j.id] = j
 	}
+	if t.live == nil {
+		t.live = map[*job]bool{}
+	}
+	t.live[j] = true
 	t.wg.Add(1)
 	t.mu.Unlock()
 	go t.supervise(ctx, j, p)
@@ -363,6 +368,7 @@ func (t *jobTable) supervise(ctx context.Context, j *job, p *proc) {
 	// right after Jobs.Kill or Jobs.Wait is never refused for it.
 	t.mu.Lock()
 	t.running--
+	delete(t.live, j) // before its captures are released (liveBytesLocked reads them)
 	t.mu.Unlock()
 	// What an exited job keeps: the tail rings that cursor reads use,
 	// shrunk to their content, and its Result; the head capture served

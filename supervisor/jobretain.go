@@ -79,7 +79,7 @@ func (t *jobTable) whyLocked(id string) (string, bool) {
 	case forgotCount:
 		return fmt.Sprintf("it exited and was evicted: at most %d exited jobs are kept, the oldest goes first", t.maxRetained), true
 	case forgotBytes:
-		return fmt.Sprintf("it exited and was evicted: the exited jobs' output may take at most %s, the oldest goes first",
+		return fmt.Sprintf("it exited and was evicted: the jobs' output, the running jobs' included, may take at most %s, the oldest exited job goes first",
 			byteSize(t.maxBytes)), true
 	}
 	return fmt.Sprintf("it exited more than %s ago (the retention of an exited job)", t.retention), true
@@ -87,8 +87,12 @@ func (t *jobTable) whyLocked(id string) (string, bool) {
 
 // retire adds j, which just exited and whose output takes footprint bytes,
 // to the exited jobs, and evicts the oldest exited jobs (j too, when alone
-// it exceeds the byte cap) until the caps hold. A caller already waiting
-// on j still gets its Result.
+// it exceeds the byte cap) until the caps hold. The byte cap counts the
+// captures the running jobs hold at this moment too: a burst of jobs
+// whose output fills their buffers takes the room of the exited ones, so
+// that what all the jobs hold stays within MaxRetainedBytes, which the
+// servers' soft memory limit is made of (docs/memory.md). A caller
+// already waiting on j still gets its Result.
 func (t *jobTable) retire(j *job, footprint int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -98,7 +102,8 @@ func (t *jobTable) retire(j *job, footprint int64) {
 	j.ended, j.footprint = time.Now(), footprint
 	t.exited = append(t.exited, j)
 	t.exitBytes += footprint
-	for len(t.exited) > 0 && (len(t.exited) > t.maxRetained || t.exitBytes > t.maxBytes) {
+	live := t.liveBytesLocked()
+	for len(t.exited) > 0 && (len(t.exited) > t.maxRetained || t.exitBytes+live > t.maxBytes) {
 		r := forgotBytes
 		if len(t.exited) > t.maxRetained {
 			r = forgotCount
@@ -106,6 +111,17 @@ func (t *jobTable) retire(j *job, footprint int64) {
 		t.forgetOldestLocked(r)
 	}
 	t.scheduleLocked()
+}
+
+// liveBytesLocked is what the running jobs' captures take now (their
+// buffers as allocated). A job leaves t.live before it releases its
+// captures, under t.mu, so none is read while it is released.
+func (t *jobTable) liveBytesLocked() int64 {
+	var n int64
+	for j := range t.live {
+		n += j.out.held() + j.err.held()
+	}
+	return n
 }
 
 // forgetOldestLocked forgets the job that exited first.

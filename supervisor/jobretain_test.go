@@ -116,6 +116,41 @@ func TestJobRetainedBytes(t *testing.T) {
 	}
 }
 
+// TestJobRetainedBytesRunning: the byte cap counts the captures of the
+// running jobs too. An exited job of 20,000 bytes counts 47,872 (see
+// TestJobRetainedBytes); a running job that printed a line holds a 512 KiB
+// tail ring and a 4 KiB head (528,384 bytes): under a 600,000-byte cap,
+// with it running, one exited job fits and two do not; once it is gone,
+// two fit again.
+func TestJobRetainedBytesRunning(t *testing.T) {
+	t.Parallel()
+	s := newSup(t, Config{MaxRetainedBytes: 600_000, Grace: NoGrace})
+	req := marked(t, Request{Command: "head -c 20000 /dev/zero | tr '\\0' x"})
+	a := runJob(t, s, req)
+	r := startJob(t, s, JobRequest{Request: Request{Command: "echo started; sleep 60"}})
+	waitFor(t, func() bool {
+		out, err := s.Jobs().Output(context.Background(), r.ID, Stdout, 0, 0)
+		return err == nil && out.Data == "started\n"
+	})
+	b := runJob(t, s, req)
+	if got := jobIDs(s); strings.Join(got, " ") != strings.Join([]string{r.ID, b}, " ") {
+		t.Errorf("jobs %v, want the running one and the last exited %v: the running job's buffers count", got, []string{r.ID, b})
+	}
+	checkExpired(t, s, a, "the running jobs' included, may take at most 600000 bytes")
+	if _, err := s.Jobs().Kill(r.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Jobs().Wait(context.Background(), r.ID, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	c := runJob(t, s, req)
+	// The killed job exited too (its ring, shrunk to its line, is small):
+	// b and c fit beside it.
+	if got := jobIDs(s); strings.Join(got, " ") != strings.Join([]string{r.ID, b, c}, " ") {
+		t.Errorf("jobs %v, want %v once nothing runs", got, []string{r.ID, b, c})
+	}
+}
+
 // TestJobRetainedMemory: 64 jobs of 1 MB output each leave the heap within
 // the byte cap of where it began (before the cap, each kept about 1.1 MiB:
 // its 512 KiB head capture, its 512 KiB tail ring and its views).

@@ -11,6 +11,7 @@ import (
 
 	"github.com/corral-sh/corral/budget"
 	"github.com/corral-sh/corral/capture"
+	"github.com/corral-sh/corral/internal/heapsize"
 	"github.com/corral-sh/corral/ringtail"
 	"github.com/corral-sh/corral/spill"
 )
@@ -88,6 +89,22 @@ func (r *retained) Write(p []byte) (int, error) {
 		r.notify()
 	}
 	return len(p), nil
+}
+
+// held is the memory the stream's buffers take now, as allocated. Call it
+// only before release, or from the goroutine that released.
+func (r *retained) held() int64 {
+	if r == nil {
+		return 0
+	}
+	var n int64
+	if r.head != nil {
+		n += heapsize.Of(r.head.Cap())
+	}
+	if r.tail != nil {
+		n += r.tail.Footprint()
+	}
+	return n
 }
 
 // release drops what an exited job no longer needs, the head capture (it

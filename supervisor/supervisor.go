@@ -121,8 +121,11 @@ type Config struct {
 	// together: their tail rings, shrunk to their content, and their
 	// Results' views, as the allocator rounds them (to its size class, or
 	// to whole 8 KiB pages), plus a record of 4 KiB each, plus 1/16 of
-	// these for the Go runtime's overhead on the heap holding them; past it
-	// the job that exited first is forgotten. 0 is DefaultMaxRetainedBytes.
+	// these for the Go runtime's overhead on the heap holding them, and
+	// with them the capture buffers the running jobs hold when a job exits
+	// (their head and tail buffers as allocated); past it the job that
+	// exited first is forgotten (a running job never is). 0 is
+	// DefaultMaxRetainedBytes.
 	MaxRetainedBytes int64
 	// ReturnIdleMemory returns the heap's free memory to the system once no
 	// command has run for a second (at most every 10 s), so that a

@@ -146,7 +146,7 @@ func (m *Main) serverFlagSet(name, usageText string, f *serverFlags, network boo
 	})
 	fs.IntVar(&f.maxConcurrent, "max-concurrent", api.DefaultMaxConcurrent, "most commands running at once; more get RESOURCE_EXHAUSTED")
 	fs.IntVar(&f.retainedJobs, "max-retained-jobs", supervisor.DefaultMaxRetainedJobs, "most exited background jobs kept readable; past it the oldest is forgotten")
-	fs.StringVar(&f.retainedBytes, "max-retained-bytes", "64MiB", "most `size` (bytes, or with KiB, MiB or GiB) the exited jobs may take in memory (their output as allocated, their records, the runtime's overhead), all together; past it the oldest is forgotten")
+	fs.StringVar(&f.retainedBytes, "max-retained-bytes", "64MiB", "most `size` (bytes, or with KiB, MiB or GiB) the exited jobs may take in memory (their output as allocated, their records, the runtime's overhead), all together with the running jobs' capture buffers; past it the oldest exited job is forgotten")
 	fs.StringVar(&f.dataDir, "data-dir", defaultDataDir(m.Getenv), "`directory` for spill files (default $CORRAL_DATA_DIR, else the XDG data directory + /corral)")
 	fs.StringVar(&f.containment, "containment", m.Getenv("CORRAL_CONTAINMENT"), "force a containment `tier`: cgroup2, cgroup1 or pgroup (default: the strongest that works; $CORRAL_CONTAINMENT)")
 	fs.BoolVar(&f.reaper, "reaper", false, "run every command under a reaper of its own, which catches the daemons that leave their session and environment on every tier (a Go runtime start per command)")
