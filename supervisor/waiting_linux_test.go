@@ -105,7 +105,9 @@ func TestWaitingCorpus(t *testing.T) {
 		{"getpass/tty", pyst(`import getpass; getpass.getpass()`), true, WaitPassword, "Password:", false, []string{"python3"}},
 		// without a controlling terminal getpass warns and reads stdin, its prompt on stderr
 		{"getpass/pipe", pyst(`import getpass; getpass.getpass()`), false, WaitLine, "Password:", false, []string{"python3"}},
-		{"python-i/pipe", sh(`python3 -i`), false, WaitLine, ">>>", false, []string{"python3"}},
+		// the stamp from PYTHONSTARTUP, run just before the first prompt
+		// (a shell's stamp would count Python's start-up too)
+		{"python-i/pipe", `PYTHONSTARTUP=<(echo 'import time; print("T%f" % time.time(), flush=True)') python3 -i`, false, WaitLine, ">>>", false, []string{"python3"}},
 		{"python-i/tty", `python3 -i`, true, WaitKey, ">>>", false, []string{"python3"}},
 		// the prompt goes to stderr
 		{"rm-i/pipe", sh(`rm -i ` + file), false, WaitLine, fmt.Sprintf("rm: remove regular file '%s'?", file), false, nil},
