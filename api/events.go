@@ -7,11 +7,11 @@ import (
 
 // events serves GET /v1/events: NDJSON, one line per event of the caller's
 // jobs (tenancy.go; every job's with SharedJobs) from the moment of the
-// request: {"event":"exited","jobId","at","result"} when a job ends
-// ({"event":"waiting",...} once the terminals work publishes it). After
+// request: {"event":"exited","jobId","at","result"} when a job ends, and
+// {"event":"waiting","jobId","at","waiting"} once per wait for input. After
 // Config.Heartbeat of silence a {"event":"keepalive"} line goes out. The
 // stream ends when the client goes or the server shuts down. A subscriber
-// that falls 256 events behind loses the oldest (docs/mcp.md).
+// that falls 256 events behind loses the oldest (docs/wire.md, Job events).
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	sub := s.sup.Jobs().Subscribe(s.httpOwner(r), s.sharedJobs)
 	defer sub.Close()

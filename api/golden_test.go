@@ -60,11 +60,10 @@ var goldenDropped = []string{"limitsNotEnforced"}
 // the files show fixed (the same ID the same fixed one), keeping the seq.
 var goldenIDs = regexp.MustCompile(`\b([jrb])-([0-9a-z]{6,})(-[0-9a-z]+)?\b`)
 
-// goldenSpillNames matches the millisecond clock and the sequence number in
-// a spill file's name (<label>.<stream>-<ms>-<seq>.log), which the files
-// show as 2026-01-01 and 1: the sequence counts the spills of the whole
-// test process, so it depends on what ran before (CI saw 19 for 4).
-var goldenSpillNames = regexp.MustCompile(`-[0-9]{13}-[0-9]+\.log\b`)
+// goldenSpillNames matches the millisecond clock and the seq in a spill
+// file's name (<label>.<stream>-<ms>-<seq>.log), which count every spill of
+// the server: the files show 2026-01-01 and the name's order in the file.
+var goldenSpillNames = regexp.MustCompile(`-[0-9]{13}-([0-9]+)\.log\b`)
 
 // goldenPids matches a pid named in a note.
 var goldenPids = regexp.MustCompile(`\(pid [0-9]+\)`)
@@ -374,6 +373,7 @@ func (g *goldenRun) normalize(b []byte) []byte {
 		g.t.Fatalf("%v: %s", err, b)
 	}
 	ids := map[string]string{}
+	spills := map[string]string{} // a spill name's clock and seq, by name
 	var walk func(v any) any
 	walk = func(v any) any {
 		switch v := v.(type) {
@@ -415,7 +415,12 @@ func (g *goldenRun) normalize(b []byte) []byte {
 				v = "/usr/bin/bash" // argv[0]
 			}
 			v = strings.ReplaceAll(v, g.bash+" (pid", "/usr/bin/bash (pid") // a note naming it
-			v = goldenSpillNames.ReplaceAllString(v, "-1767225600000-1.log")
+			v = goldenSpillNames.ReplaceAllStringFunc(v, func(name string) string {
+				if spills[name] == "" {
+					spills[name] = fmt.Sprintf("-1767225600000-%d.log", len(spills)+1)
+				}
+				return spills[name]
+			})
 			v = goldenPids.ReplaceAllString(v, "(pid 4242)")
 			v = goldenDurations.ReplaceAllString(v, "${1}12ms")
 			return goldenIDs.ReplaceAllStringFunc(v, func(id string) string {

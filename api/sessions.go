@@ -57,10 +57,15 @@ func sessionID(r *http.Request) (string, error) {
 }
 
 // details merges what the journal keeps of a session with what the
-// supervisor holds in memory (its current state and jobs); ok is false when
-// neither knows it.
-func (s *Server) details(id string, jinfo *journal.SessionInfo) (SessionDetail, bool) {
-	d := SessionDetail{ID: id, EnvNames: []string{}, Jobs: s.sup.Sessions().Jobs(id)}
+// supervisor holds in memory (its current state and the jobs owner may see,
+// tenancy.go); ok is false when neither knows it.
+func (s *Server) details(id string, jinfo *journal.SessionInfo, owner string) (SessionDetail, bool) {
+	d := SessionDetail{ID: id, EnvNames: []string{}, Jobs: []supervisor.JobInfo{}}
+	for _, j := range s.sup.Sessions().Jobs(id) {
+		if s.sharedJobs || s.ownJob(owner, j.ID) == nil {
+			d.Jobs = append(d.Jobs, j)
+		}
+	}
 	ok := len(d.Jobs) > 0
 	if jinfo == nil {
 		if j := s.sup.Sessions().Journal(); j != nil {
@@ -105,7 +110,7 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
 	}
 	out := SessionList{Sessions: []SessionSummary{}}
 	for id, jinfo := range ids {
-		d, _ := s.details(id, jinfo)
+		d, _ := s.details(id, jinfo, s.httpOwner(r))
 		running := 0
 		for _, job := range d.Jobs {
 			if job.State == supervisor.JobRunning {
@@ -126,7 +131,7 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	d, ok := s.details(id, nil)
+	d, ok := s.details(id, nil, s.httpOwner(r))
 	if !ok {
 		writeError(w, errorf(ErrNotFound, "no session %q", id))
 		return
