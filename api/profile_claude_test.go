@@ -93,8 +93,15 @@ func TestProfileClaudeCalls(t *testing.T) {
 	if isErr || !strings.HasPrefix(text, "out\nerr\n[exit code 3 after ") {
 		t.Errorf("Bash: %q", text)
 	}
-	if text, isErr := call(api.ToolClaudeBash, map[string]any{"command": "true", "timeout": 600001}); !isErr || !strings.Contains(text, "milliseconds") {
-		t.Errorf("timeout over 600000: %q", text)
+	// The server's maximum (300 s here) bounds Claude Code's 600000 ms:
+	// over it is refused, saying the bound.
+	for _, ms := range []float64{300001, 600000, 600001} {
+		if text, isErr := call(api.ToolClaudeBash, map[string]any{"command": "true", "timeout": ms}); !isErr || !strings.Contains(text, "timeout is in milliseconds, from 1 to 300000 on this server") {
+			t.Errorf("timeout %v: %q", ms, text)
+		}
+	}
+	if text, isErr := call(api.ToolClaudeBash, map[string]any{"command": "true", "timeout": 300000}); isErr {
+		t.Errorf("timeout 300000: %q", text)
 	}
 	text, _ = call(api.ToolClaudeBash, map[string]any{"command": "echo Ready; echo noise; echo READY >&2; sleep 30", "run_in_background": true})
 	m := regexp.MustCompile(`^Command running in background with ID: (j-[0-9a-f]+)$`).FindStringSubmatch(text)
