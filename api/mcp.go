@@ -139,6 +139,8 @@ func (s *Server) newMCPServer(face mcpFace) *mcp.Server {
 		return s.newClaudeServer(face)
 	case ProfileCodex:
 		return s.newCodexServer(face)
+	case ProfileOpenHands:
+		return s.newOpenHandsServer(face)
 	}
 	b := s.sup.Bounds()
 	opts := &mcp.ServerOptions{Capabilities: &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}}, Instructions: instructions(b, face)}

@@ -14,14 +14,16 @@ const (
 	ProfileClaudeCode = "claude-code"
 	// ProfileCodex is Codex's exec_command and write_stdin.
 	ProfileCodex = "codex"
+	// ProfileOpenHands is OpenHands' execute_bash.
+	ProfileOpenHands = "openhands"
 )
 
 // Profiles lists the tool profiles this build serves.
-var Profiles = []string{ProfileCorral, ProfileClaudeCode, ProfileCodex}
+var Profiles = []string{ProfileCorral, ProfileClaudeCode, ProfileCodex, ProfileOpenHands}
 
 // plannedProfiles are profiles of DESIGN's list that are not built yet;
 // asking for one gets an error that says so rather than a half profile.
-var plannedProfiles = []string{"openhands"}
+var plannedProfiles []string
 
 // checkProfile refuses a profile this build does not serve.
 func checkProfile(p string) error {

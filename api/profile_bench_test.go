@@ -17,7 +17,8 @@ import (
 // each call's mean (PROFILE-ms) and its ratio to the baseline (x-PROFILE),
 // the profile's overhead. codex runs `true` without a login shell
 // (login: false) as bash does; codex-login is its default, `bash -lc`, whose
-// extra cost is the login shell's start-up files, not the profile's.
+// extra cost is the login shell's start-up files, not the profile's;
+// openhands runs every command on a terminal of its own.
 func BenchmarkProfileOverhead(b *testing.B) {
 	cases := []struct {
 		name, profile, tool string
@@ -27,6 +28,7 @@ func BenchmarkProfileOverhead(b *testing.B) {
 		{"claude-code", api.ProfileClaudeCode, api.ToolClaudeBash, map[string]any{"command": "true"}},
 		{"codex", api.ProfileCodex, api.ToolCodexExecCommand, map[string]any{"cmd": "true", "login": false}},
 		{"codex-login", api.ProfileCodex, api.ToolCodexExecCommand, map[string]any{"cmd": "true"}},
+		{"openhands", api.ProfileOpenHands, api.ToolOpenHandsBash, map[string]any{"command": "true", "security_risk": "LOW"}},
 	}
 	ctx := context.Background()
 	sessions := make([]*mcp.ClientSession, len(cases))

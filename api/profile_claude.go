@@ -95,16 +95,19 @@ func prop(typ, desc string) *jsonschema.Schema {
 
 // newClaudeServer builds the MCP server of the claude-code profile.
 func (s *Server) newClaudeServer(face mcpFace) *mcp.Server {
+	// No server instructions: Claude Code's tools come with none, and the
+	// corral tools' instructions name tools this profile does not serve.
 	srv := mcp.NewServer(&mcp.Implementation{Name: "corral", Title: "corral", Version: s.version},
-		&mcp.ServerOptions{Capabilities: &mcp.ServerCapabilities{}, Instructions: instructions(s.sup.Bounds(), face)})
+		&mcp.ServerOptions{Capabilities: &mcp.ServerCapabilities{}})
+	maxMs := s.claudeMaxMs()
 	if s.toolInputs == nil {
 		s.toolInputs = map[string]reflect.Type{}
 	}
 	srv.AddReceivingMiddleware(s.logToolCalls, s.strictArguments)
-	addTool(s, srv, &mcp.Tool{Name: ToolClaudeBash, Description: claudeBashPrompt,
+	addTool(s, srv, &mcp.Tool{Name: ToolClaudeBash, Description: claudeBashDescription(maxMs, face),
 		InputSchema: claudeSchema([]string{"command"}, map[string]*jsonschema.Schema{
 			"command": prop("string", "The command to execute"),
-			"timeout": prop("number", fmt.Sprintf("Optional timeout in milliseconds (max %d)", claudeMaxTimeoutMs)),
+			"timeout": prop("number", fmt.Sprintf("Optional timeout in milliseconds (max %d)", maxMs)),
 			"description": prop("string", "Clear, concise description of what this command does in 5-10 words, in active voice. Examples:\n"+
 				"Input: ls\nOutput: List files in current directory\n\nInput: git status\nOutput: Show working tree status\n\n"+
 				"Input: npm install\nOutput: Install package dependencies\n\nInput: mkdir foo\nOutput: Create directory 'foo'"),
@@ -124,6 +127,26 @@ func (s *Server) newClaudeServer(face mcpFace) *mcp.Server {
 	return srv
 }
 
+// claudeMaxMs is the largest Bash timeout in milliseconds: Claude Code's
+// 600000, at most the server's maximum timeout (300 s by default). The
+// description and the schema state it; a larger timeout is refused.
+func (s *Server) claudeMaxMs() int64 {
+	return min(claudeMaxTimeoutMs, s.sup.Bounds().MaxTimeout.Milliseconds())
+}
+
+// claudeBashDescription is Claude Code's Bash prompt with the largest
+// timeout this server takes; on a face without MCP sessions, without the
+// persistent session it cannot give.
+func claudeBashDescription(maxMs int64, face mcpFace) string {
+	d := strings.Replace(claudeBashPrompt, "(up to 600000ms / 10 minutes)",
+		fmt.Sprintf("(up to %dms / %s)", maxMs, strings.TrimSuffix(minutes(time.Duration(maxMs)*time.Millisecond), " min")+" minutes"), 1)
+	if face == faceSessionless {
+		d = strings.Replace(d, "Executes a given bash command in a persistent shell session with optional timeout,",
+			"Executes a given bash command with optional timeout (this connection has no MCP session: the working directory and environment do not carry from one command to the next),", 1)
+	}
+	return d
+}
+
 // claudeBash runs Bash: timeout in milliseconds (120000 by default, at most
 // 600000 and the server's maximum); the text is Claude Code's (stdout,
 // stderr, the background line) with corral's markers and its status line.
@@ -132,14 +155,12 @@ func (s *Server) claudeBash(ctx context.Context, req *mcp.CallToolRequest, in Cl
 	if in.Timeout != nil {
 		ms = *in.Timeout
 	}
-	if !(ms > 0) || ms > claudeMaxTimeoutMs {
-		return nil, nil, toolError(errorf(ErrInvalidArgument, "timeout is in milliseconds, from 1 to %d; got %v", claudeMaxTimeoutMs, ms))
+	// Refused, not clamped: a command cut short of the time asked for
+	// would fail for no reason the model can see.
+	if maxMs := s.claudeMaxMs(); !(ms > 0) || ms > float64(maxMs) {
+		return nil, nil, toolError(errorf(ErrInvalidArgument, "timeout is in milliseconds, from 1 to %d on this server; got %v", maxMs, ms))
 	}
-	sec := math.Min(ms/1000, s.sup.Bounds().MaxTimeout.Seconds())
-	if in.Timeout != nil && ms/1000 > s.sup.Bounds().MaxTimeout.Seconds() {
-		return nil, nil, toolError(errorf(ErrInvalidArgument, "timeout %v ms is over this server's maximum of %g ms", ms, s.sup.Bounds().MaxTimeout.Seconds()*1000))
-	}
-	sec = math.Max(sec, supervisor.MinTimeout.Seconds())
+	sec := math.Max(ms/1000, supervisor.MinTimeout.Seconds())
 	owner := s.mcpOwner(req)
 	if in.RunInBackground {
 		e := ExecRequest{Command: in.Command}

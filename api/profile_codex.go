@@ -262,7 +262,7 @@ func (s *Server) codexExec(ctx context.Context, req *mcp.CallToolRequest, in Cod
 		s.sup.Jobs().Kill(st.ID) // the call is gone: so is its command
 		return nil, nil, toolError(err)
 	}
-	c, err := s.codexRead(ctx, st.ID, 0, lim)
+	c, err := s.readSince(ctx, st.ID, 0, lim)
 	if err != nil {
 		return nil, nil, toolError(err)
 	}
@@ -270,7 +270,7 @@ func (s *Server) codexExec(ctx context.Context, req *mcp.CallToolRequest, in Cod
 	if !c.ended {
 		id = s.codex.add(s.sup, st.ID, c.next)
 	}
-	return textResult(c.text(begin, id)), nil, nil
+	return textResult(c.codexText(begin, id)), nil, nil
 }
 
 // codexWrite is write_stdin: chars typed into the session's terminal (a
@@ -312,17 +312,18 @@ func (s *Server) codexWrite(ctx context.Context, req *mcp.CallToolRequest, in Co
 	if err != nil {
 		return nil, nil, toolError(err)
 	}
-	c, err := s.codexRead(ctx, p.job, p.read, lim)
+	c, err := s.readSince(ctx, p.job, p.read, lim)
 	if err != nil {
 		return nil, nil, toolError(err)
 	}
 	s.codex.update(id, c.next, c.ended)
-	return textResult(c.text(begin, id)), nil, nil
+	return textResult(c.codexText(begin, id)), nil, nil
 }
 
-// codexChunk is what one call read of a session: the output view, where
-// the next read starts, and the end or the wait.
-type codexChunk struct {
+// jobChunk is what one call read of a job (a Codex session, an OpenHands
+// command): the output view, where the next read starts, and the end or the
+// wait.
+type jobChunk struct {
 	view    string
 	covered int64 // bytes of the stream this call read (the original count)
 	next    int64
@@ -331,14 +332,14 @@ type codexChunk struct {
 	waiting *supervisor.Waiting
 }
 
-// codexRead reads what job printed from byte from on: every byte the
+// readSince reads what job printed from byte from on: every byte the
 // server still holds, past the one-window pages of Jobs.Output, shaped to
 // lim keeping the head and the tail, with corral's marker between them (a
 // full-screen program's screen instead of the bytes that drew it).
-func (s *Server) codexRead(ctx context.Context, job string, from int64, lim budget.Limits) (codexChunk, error) {
+func (s *Server) readSince(ctx context.Context, job string, from int64, lim budget.Limits) (jobChunk, error) {
 	info, err := s.sup.Jobs().Get(job)
 	if err != nil {
-		return codexChunk{}, err
+		return jobChunk{}, err
 	}
 	var data strings.Builder
 	var skipped int64
@@ -346,7 +347,7 @@ func (s *Server) codexRead(ctx context.Context, job string, from int64, lim budg
 	for after := from; ; {
 		out, err := s.sup.Jobs().Output(ctx, job, supervisor.Stdout, after, 0)
 		if err != nil {
-			return codexChunk{}, err
+			return jobChunk{}, err
 		}
 		data.WriteString(out.Data)
 		skipped += out.SkippedBytes
@@ -355,7 +356,7 @@ func (s *Server) codexRead(ctx context.Context, job string, from int64, lim budg
 			break
 		}
 	}
-	c := codexChunk{covered: last.Next - from, next: last.Next, ended: last.State == supervisor.JobExited,
+	c := jobChunk{covered: last.Next - from, next: last.Next, ended: last.State == supervisor.JobExited,
 		result: last.Result, waiting: last.Waiting}
 	if skipped > 0 {
 		c.view = fmt.Sprintf("[skipped %d bytes: more came since the previous call than the server holds]\n", skipped)
@@ -375,11 +376,11 @@ func (s *Server) codexRead(ctx context.Context, job string, from int64, lim budg
 	return c, nil
 }
 
-// text is the chunk as Codex's format_response writes it: Chunk ID, Wall
+// codexText is the chunk as Codex's format_response writes it: Chunk ID, Wall
 // time, the exit code or the session line (and, beyond Codex, the wait),
 // Original token count, then Output. An ended command's output ends with
 // corral's status line.
-func (c codexChunk) text(begin time.Time, session int) string {
+func (c jobChunk) codexText(begin time.Time, session int) string {
 	lines := []string{"Chunk ID: " + chunkID(), fmt.Sprintf("Wall time: %.4f seconds", time.Since(begin).Seconds())}
 	view := c.view
 	switch {

@@ -122,3 +122,35 @@ func TestProfileCodexTypeScriptSDK(t *testing.T) {
 		t.Errorf("Ctrl-C: %q", s)
 	}
 }
+
+// TestProfileOpenHandsTypeScriptSDK drives the openhands profile with the
+// official MCP TypeScript SDK as OpenHands' CodeAct agent calls
+// execute_bash: a command with security_risk, the working directory
+// carried, a prompt answered with is_input "true", a hard timeout, C-c.
+func TestProfileOpenHandsTypeScriptSDK(t *testing.T) {
+	proctest.Heavy(t)
+	t.Parallel()
+	steps := tsProfileClient(t, api.ProfileOpenHands, "ts_openhands_client.mjs")
+	str := func(step, key string) string { s, _ := steps[step][key].(string); return s }
+	if names, _ := json.Marshal(steps["tools"]["names"]); string(names) != `["execute_bash"]` {
+		t.Errorf("tools %s", names)
+	}
+	if s := str("cd", "text"); !strings.HasPrefix(s, "hello\n[The command completed with exit code 0.]\n[Current working directory: ") {
+		t.Errorf("cd: %q", s)
+	}
+	if s, cd := str("pwd", "text"), str("cd", "text"); !strings.Contains(cd, "[Current working directory: "+strings.SplitN(s, "\n", 2)[0]+"]") {
+		t.Errorf("pwd %q after cd %q", s, cd)
+	}
+	if s := str("prompt", "text"); !strings.Contains(s, "name?") || !strings.Contains(s, "[The command is waiting for input: ") {
+		t.Errorf("prompt: %q", s)
+	}
+	if s := str("answer", "text"); !strings.HasPrefix(s, "hi ada\n[The command completed with exit code 0.]") {
+		t.Errorf("answer: %q", s)
+	}
+	if s := str("slow", "text"); !strings.Contains(s, "[The command timed out after 2 seconds. ") {
+		t.Errorf("hard timeout: %q", s)
+	}
+	if s := str("ctrl-c", "text"); !strings.Contains(s, "[The command completed with exit code 130. CTRL+C was sent.]") {
+		t.Errorf("C-c: %q", s)
+	}
+}

@@ -95,6 +95,8 @@ type Server struct {
 	profile string
 	// codex maps the codex profile's session IDs to jobs.
 	codex codexSessions
+	// openHands is the openhands profile's running command of each client.
+	openHands openHandsRunning
 	// notifyOnce starts the job notifier (mcp_resources.go) at the first
 	// subscription; notifier is its goroutine, ended by Shutdown.
 	notifyOnce sync.Once

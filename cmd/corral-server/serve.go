@@ -157,7 +157,7 @@ func (m *Main) serverFlagSet(name, usageText string, f *serverFlags, network boo
 		toolsFlag = "tools"
 	}
 	fs.StringVar(&f.tools, toolsFlag, api.ProfileCorral, "MCP tool `profile`: "+strings.Join(api.Profiles, ", ")+
-		" (claude-code serves Claude Code's Bash, BashOutput and KillShell; codex serves Codex's exec_command and write_stdin; docs/profiles.md)")
+		" (claude-code serves Claude Code's Bash, BashOutput and KillShell; codex serves Codex's exec_command and write_stdin; openhands serves OpenHands' execute_bash; docs/profiles.md)")
 	fs.BoolVar(&f.sharedJobs, "shared-jobs", false, "let every client see, read and kill every background job (by default a job belongs to the MCP session, or else the token, that started it; another client gets NOT_FOUND)")
 	fs.IntVar(&f.journalMax, "journal-max-entries", journal.DefaultMaxEntries, "most journal entries a session keeps (its newest)")
 	fs.DurationVar(&f.journalIdle, "session-retention", journal.DefaultRetention, "a session idle this long is swept with its journal, spills and state (at start and hourly)")

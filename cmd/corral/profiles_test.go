@@ -26,6 +26,9 @@ func TestMCPToolsFlag(t *testing.T) {
 		// Codex's tools; exec_command's result is Codex's text.
 		{"codex", []string{"exec_command", "write_stdin"}, "exec_command", map[string]any{"cmd": "echo hi", "login": false},
 			"Process exited with code 0\nOriginal token count: 1\nOutput:\nhi\n[exit code 0 after "},
+		// OpenHands' tool; the observation is OpenHands' text.
+		{"openhands", []string{"execute_bash"}, "execute_bash", map[string]any{"command": "echo hi", "security_risk": "LOW"},
+			"hi\n[The command completed with exit code 0.]"},
 		// Claude Code's tools.
 		{"claude-code", []string{"Bash", "BashOutput", "KillShell"}, "Bash", map[string]any{"command": "echo hi"}, "hi\n[exit code 0 after "},
 	} {
