@@ -234,6 +234,21 @@ func runContainer(t *testing.T, image, target string, opts []string, serveArgs .
 	return c
 }
 
+// podmanRunFloor is how long podman run -d takes to start a container of
+// image that runs true, with runContainer's flags: what any image costs
+// before its program runs.
+func podmanRunFloor(t *testing.T, image string) time.Duration {
+	t.Helper()
+	name := fmt.Sprintf("corral-floor-%d-%d", os.Getpid(), time.Now().UnixNano())
+	args := append([]string{"run", "-d", "--name", name, "--network", "host"}, runLimits...)
+	args = append(args, "--entrypoint", "true", image)
+	begin := time.Now()
+	mustPodman(t, args...)
+	took := time.Since(begin)
+	podman(t, "rm", "-f", "-t", "0", name)
+	return took
+}
+
 // healthCode GETs the sandboxd REST face's /v1/health on a new connection:
 // its status, or 0 and the error when nothing answered.
 func healthCode(port string) (int, error) {
@@ -390,6 +405,9 @@ func TestContainerImage(t *testing.T) {
 		startedAt := containerStartedAt(t, c.name)
 		t.Logf("podman run to a healthy /v1/health: %v (corral's share, from the container's start: %v)",
 			c.healthy.Sub(c.started).Round(time.Millisecond), c.healthy.Sub(startedAt).Round(time.Millisecond))
+		floor := podmanRunFloor(t, image+":corral")
+		t.Logf("podman's own floor in the same run: podman run -d of true in the same image, same flags: %v; corral above it: %v",
+			floor.Round(time.Millisecond), (c.healthy.Sub(c.started) - floor).Round(time.Millisecond))
 
 		// A non-root container cannot make cgroups: the pgroup tier.
 		if tier, report := usedTier(t, c.name); tier != "pgroup" {

@@ -27,6 +27,19 @@ import (
 // The tests in this file drive `corral serve --sandboxd --sandboxd-rest`
 // with agent-sandbox v1.0.1's own generated gRPC client and with curl, as
 // a client of a real sandboxd would.
+//
+// Not its SDK (clients/go/sandbox): with Runtime: RuntimeSandboxd it cannot
+// drive a given address without a cluster. New builds a Kubernetes helper
+// (in-cluster config or a kubeconfig), Open creates a SandboxClaim and waits
+// for its pod, and the gRPC target of its commands is set only by the pod
+// port-forward (podtunnel.go's SetGRPCTarget); APIURL's direct strategy
+// gives a base URL but no gRPC target, so Commands.Run fails with
+// ErrNotReady ("sandboxd gRPC endpoint not connected", connector.go).
+//
+// One token per `corral serve` (--token or --token-file) makes one client;
+// that another token's process_id is NOT_FOUND is tested where several
+// tokens can be configured, sandboxd.Config.Tokens (api/sandboxd's
+// TestNotFound, over the same wire with corral's copy of the proto).
 
 // sandboxd is one running corral serving the sandboxd faces.
 type sandboxd struct {

@@ -20,7 +20,9 @@
 //     view then ends with corral's note saying why.
 //   - Start runs it as a background job with stdin an open pipe (WriteStdin)
 //     and streams init{process_id}, then raw stdout and stderr bytes (at most
-//     256 KiB a message), then exit{exit_code}. Memory stays bounded: the
+//     256 KiB a message; output that keeps coming is sent at most 1 ms
+//     after it was written, gathered into fewer messages, and output after
+//     a pause at once), then exit{exit_code}. Memory stays bounded: the
 //     output is read by byte cursor from the job's tail rings (the capture
 //     ceiling, 512 KiB a stream), never queued per client; a client that
 //     reads more slowly than the command writes skips what the ring no

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 
 	"github.com/corral-sh/corral/api/sandboxd/processpb"
@@ -119,11 +120,12 @@ func (r *rpc) Start(req *processpb.StartRequest, stream processpb.ProcessService
 		Init: &processpb.InitEvent{ProcessId: id}}}); err != nil {
 		return toStatus(err)
 	}
-	res, err := follow(ctx, js, func(i int, b []byte) error {
-		if i == 0 {
-			return stream.Send(&processpb.StartResponse{Event: &processpb.StartResponse_Stdout{Stdout: b}})
+	res, err := follow(ctx, js, func(i int, b mem.Buffer) error {
+		field := startStdoutField
+		if i == 1 {
+			field = startStderrField
 		}
-		return stream.Send(&processpb.StartResponse{Event: &processpb.StartResponse_Stderr{Stderr: b}})
+		return stream.SendMsg(&rawChunk{field: field, data: b})
 	})
 	if err != nil {
 		return toStatus(err)

@@ -29,8 +29,18 @@ func TestMain(m *testing.M) {
 	if os.Getenv(proctest.HelperEnv) != "" {
 		proctest.Main(m)
 	}
+	if benchServerMain != nil && os.Getenv(benchServerEnv) != "" {
+		benchServerMain()
+	}
 	goleak.VerifyTestMain(m)
 }
+
+// benchServerEnv makes this test binary serve as the benchmarks' corral
+// (bench_test.go) instead of running tests.
+const benchServerEnv = "CORRAL_SANDBOXD_BENCH_SERVER"
+
+// benchServerMain is that server, where the benchmarks are built.
+var benchServerMain func()
 
 // env is one test sandboxd: a supervisor, the Service over it on loopback
 // (gRPC and REST) and a gRPC client.

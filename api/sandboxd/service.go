@@ -123,6 +123,7 @@ func (s *Service) SetReady(ready bool) { s.ready.Store(ready) }
 func (s *Service) GRPCServer(opts ...grpc.ServerOption) *grpc.Server {
 	opts = append([]grpc.ServerOption{
 		grpc.MaxRecvMsgSize(maxMessageBytes),
+		grpc.ForceServerCodecV2(newCodec()),
 		grpc.ChainUnaryInterceptor(s.unaryAuth),
 		grpc.ChainStreamInterceptor(s.streamAuth),
 	}, opts...)

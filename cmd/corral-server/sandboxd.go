@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync/atomic"
 
 	"github.com/rs/zerolog"
@@ -23,6 +25,35 @@ type face struct {
 	close    func()
 }
 
+// checkSandboxdFlags refuses what no sandboxd face can be served with:
+// --sandboxd or --sandboxd-rest without --root-dir, --root-dir without a
+// face it is the root of, a root that is not an existing directory, an
+// address without a port. serve reports it as a usage mistake before
+// anything starts.
+func (f serverFlags) checkSandboxdFlags() error {
+	if f.sandboxd == "" && f.sandboxdREST == "" {
+		if f.rootDir != "" && f.envd == "" {
+			return errors.New("--root-dir is the root of --sandboxd, --sandboxd-rest and --envd; give one of them, or drop it")
+		}
+		return nil
+	}
+	if f.rootDir == "" {
+		return errors.New("--sandboxd and --sandboxd-rest need --root-dir, the sandbox root (sandboxd's is /workspace)")
+	}
+	for _, a := range []struct{ flag, addr string }{{"--sandboxd", f.sandboxd}, {"--sandboxd-rest", f.sandboxdREST}} {
+		if a.addr == "" || strings.HasPrefix(a.addr, "unix:") {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(a.addr); err != nil {
+			return fmt.Errorf("%s %q: want host:port or unix:PATH (%v)", a.flag, a.addr, err)
+		}
+	}
+	if fi, err := os.Stat(f.rootDir); err != nil || !fi.IsDir() {
+		return fmt.Errorf("--root-dir %q: not an existing directory", f.rootDir)
+	}
+	return nil
+}
+
 // serveSandboxd starts the sandboxd faces the flags ask for (gRPC on
 // f.sandboxd, REST on f.sandboxdREST); their Serve results go to served,
 // one each. Only a token the operator gave is required (gRPC metadata
@@ -30,13 +61,10 @@ type face struct {
 // none, the addresses must be loopback or unix sockets.
 func (m *Main) serveSandboxd(f serverFlags, sup *supervisor.Supervisor, observe func(supervisor.Result, error), tok serverToken, log zerolog.Logger, served chan<- error) (faces []face, retErr error) {
 	if f.sandboxd == "" && f.sandboxdREST == "" {
-		if f.rootDir != "" && f.envd == "" {
-			return nil, errors.New("--root-dir is the root of --sandboxd, --sandboxd-rest and --envd; give one of them, or drop it")
-		}
 		return nil, nil
 	}
-	if f.rootDir == "" {
-		return nil, errors.New("--sandboxd and --sandboxd-rest need --root-dir, the sandbox root (sandboxd's is /workspace)")
+	if err := f.checkSandboxdFlags(); err != nil {
+		return nil, err
 	}
 	token := tok.value
 	if tok.source == tokenFromGenerated {
@@ -49,9 +77,6 @@ func (m *Main) serveSandboxd(f serverFlags, sup *supervisor.Supervisor, observe 
 		if err := checkExposure(a.addr, token); err != nil {
 			return nil, fmt.Errorf("%s: %w", a.flag, err)
 		}
-	}
-	if fi, err := os.Stat(f.rootDir); err != nil || !fi.IsDir() {
-		return nil, fmt.Errorf("--root-dir %q: not an existing directory", f.rootDir)
 	}
 	var tokens []string
 	if token != "" {

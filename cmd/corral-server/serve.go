@@ -313,6 +313,10 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		fmt.Fprintln(m.Stderr, "corral serve:", err)
 		return errUsage
 	}
+	if err := f.checkSandboxdFlags(); err != nil {
+		fmt.Fprintln(m.Stderr, "corral serve:", err)
+		return errUsage
+	}
 	srv, sup, closeAll, grace, err := m.newServer(f, tok.value, serveTimeoutHint, false, log)
 	if err != nil {
 		return err
