@@ -3,12 +3,16 @@
 package api_test
 
 import (
+	"context"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/corral-sh/corral/api"
 )
@@ -117,5 +121,36 @@ func TestProfileCodexCalls(t *testing.T) {
 	}
 	if syscall.Kill(pid, 0) == nil {
 		t.Errorf("the process the command left behind (%d) is alive", pid)
+	}
+}
+
+// TestProfileCodexCancel: cancelling an exec_command call that is waiting
+// for its yield kills the command's tree.
+func TestProfileCodexCancel(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, withProfile(api.ProfileCodex))
+	cs := inMemoryMCP(t, e)
+	pidFile := t.TempDir() + "/pid"
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: api.ToolCodexExecCommand,
+			Arguments: map[string]any{"cmd": "sleep 300 & echo $! > " + pidFile + "; wait", "login": false, "yield_time_ms": 30000}})
+		done <- err
+	}()
+	var pid int
+	for deadline := time.Now().Add(20 * time.Second); pid == 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		b, _ := os.ReadFile(pidFile)
+		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+	}
+	if pid == 0 {
+		t.Fatal("the command did not start")
+	}
+	cancel()
+	<-done
+	for deadline := time.Now().Add(10 * time.Second); syscall.Kill(pid, 0) == nil; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d outlived its cancelled call", pid)
+		}
 	}
 }
