@@ -236,16 +236,16 @@ func TestSessionConcurrentLaterFinisherWins(t *testing.T) {
 	s := newSup(t, Config{})
 	run(t, s, Request{Session: "c", Command: "export W=start"})
 	dir := t.TempDir()
-	gate := filepath.Join(dir, "gate")
+	gate, up := filepath.Join(dir, "gate"), filepath.Join(dir, "up")
 	var wg sync.WaitGroup
 	seen := make([]string, 2)
 	for i, cmd := range []string{
-		// The slow one waits until the fast one's Run has returned (its
-		// state saved), so it finishes last. A gate the fast command
-		// touched itself raced its own save: the slow one could end and
-		// save first.
-		`echo "$W"; while [ ! -e ` + gate + ` ]; do sleep 0.02; done; export W=slow`,
-		`echo "$W"; export W=fast`,
+		// Both start before either ends (the fast one waits for the slow
+		// one to be up), and the slow one waits until the fast one's Run
+		// has returned (its state saved), so it finishes last. A gate the
+		// fast command touched itself raced its own save.
+		`echo "$W"; touch ` + up + `; while [ ! -e ` + gate + ` ]; do sleep 0.02; done; export W=slow`,
+		`echo "$W"; while [ ! -e ` + up + ` ]; do sleep 0.02; done; export W=fast`,
 	} {
 		wg.Add(1)
 		go func() {
