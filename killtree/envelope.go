@@ -44,7 +44,7 @@ type Envelope struct {
 	// process's threads.
 	PidsUsed int
 	// PidsReserve is what corral keeps for itself beyond PidsUsed
-	// (Config.PidsReserve).
+	// (Config.PidsReserve), at most half of what PidsUsed leaves free.
 	PidsReserve int
 	// CommandPids is the most tasks one command may have under the
 	// envelope: Pids - PidsUsed - PidsReserve, at least 1; 0 when Pids is
@@ -79,7 +79,12 @@ type Envelope struct {
 func (e *Envelope) share(cfg Config) {
 	e.PidsReserve, e.MemoryReserve = cfg.PidsReserve, cfg.MemoryReserve
 	if e.Pids > 0 {
-		e.CommandPids = max(e.Pids-e.PidsUsed-e.PidsReserve, 1)
+		// A small envelope (a container of 96 tasks) is split in halves
+		// rather than left to the reserve whole: a share of 1 task would
+		// refuse every command (a shell needs 2, with the reaper 16).
+		free := e.Pids - e.PidsUsed
+		e.PidsReserve = min(e.PidsReserve, max(free/2, 0))
+		e.CommandPids = max(free-e.PidsReserve, 1)
 	}
 	if e.Memory > 0 && e.Memory-e.MemoryReserve >= minEnvelopeMemory {
 		e.CommandMemory = e.Memory - e.MemoryReserve

@@ -107,3 +107,28 @@ func (h *Jobs) Has(id string) bool {
 	_, err := s.jobs.get(id)
 	return err == nil
 }
+
+// An Observer is told of the commands a face ran, for its metrics: each
+// Result once its command ended, or the error that refused a start. A nil
+// Observer is told nothing.
+type Observer func(Result, error)
+
+// Refused tells o of a start that err refused.
+func (o Observer) Refused(err error) {
+	if o != nil {
+		o(Result{}, err)
+	}
+}
+
+// Ended tells o of js's Result once the job ended, from a goroutine that
+// ends with the job.
+func (o Observer) Ended(js *JobStream) {
+	if o == nil {
+		return
+	}
+	go func() {
+		<-js.Done()
+		res, _ := js.Result()
+		o(res, nil)
+	}()
+}

@@ -58,14 +58,14 @@ func (r *rpc) Start(ctx context.Context, req *connect.Request[processpb.StartReq
 	}
 	started, err := s.sup.Jobs().Start(jr)
 	if err != nil {
-		s.observeErr(err)
+		s.observe.Refused(err)
 		return toConnect(err)
 	}
 	js, err := s.sup.Jobs().OpenStream(started.ID)
 	if err != nil {
 		return toConnect(err)
 	}
-	s.observeEnd(js)
+	s.observe.Ended(js)
 	p := &process{id: started.ID, pid: uint32(started.Pid), tag: m.GetTag(), hasTag: m.Tag != nil,
 		config: cfg, started: time.Now(), js: js}
 	s.procs.add(s.sup, p)

@@ -80,7 +80,7 @@ type Service struct {
 	procs table
 	root  *confine.Root // nil: no filesystem
 	// observe is Config.Observe; nil: none.
-	observe func(supervisor.Result, error)
+	observe supervisor.Observer
 }
 
 // New returns a Service over cfg.Supervisor.
@@ -298,24 +298,4 @@ var connectCodes = map[supervisor.Class]connect.Code{
 	supervisor.ClassUnavailable:  connect.CodeUnavailable,
 	supervisor.ClassCanceled:     connect.CodeCanceled,
 	supervisor.ClassDeadline:     connect.CodeDeadlineExceeded,
-}
-
-// observeErr hands Config.Observe a start that err refused.
-func (s *Service) observeErr(err error) {
-	if s.observe != nil {
-		s.observe(supervisor.Result{}, err)
-	}
-}
-
-// observeEnd hands Config.Observe the job's Result once it ended, from a
-// goroutine that ends with the job.
-func (s *Service) observeEnd(js *supervisor.JobStream) {
-	if s.observe == nil {
-		return
-	}
-	go func() {
-		<-js.Done()
-		res, _ := js.Result()
-		s.observe(res, nil)
-	}()
 }

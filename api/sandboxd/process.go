@@ -99,14 +99,14 @@ func (r *rpc) Start(req *processpb.StartRequest, stream processpb.ProcessService
 	started, err := s.sup.Jobs().Start(supervisor.JobRequest{Request: cr,
 		Lifetime: within(ctx, supervisor.MinTimeout, longest), Interactive: true})
 	if err != nil {
-		s.observeErr(err)
+		s.observe.Refused(err)
 		return toStatus(err)
 	}
 	js, err := s.sup.Jobs().OpenStream(started.ID)
 	if err != nil {
 		return toStatus(err)
 	}
-	s.observeEnd(js)
+	s.observe.Ended(js)
 	id := s.procs.add(&process{client: client(ctx), job: started.ID, js: js})
 	defer s.procs.remove(id)
 	// The process lives as long as its stream, as in sandboxd: whatever

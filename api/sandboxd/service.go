@@ -71,7 +71,7 @@ type Service struct {
 	ready   atomic.Bool
 	meta    map[string]string
 	// observe is Config.Observe; nil: none.
-	observe func(supervisor.Result, error)
+	observe supervisor.Observer
 }
 
 // New returns a Service over cfg.Supervisor. Close releases the root
@@ -220,24 +220,4 @@ var grpcCodes = map[supervisor.Class]codes.Code{
 	supervisor.ClassUnavailable:  codes.Unavailable,
 	supervisor.ClassCanceled:     codes.Canceled,
 	supervisor.ClassDeadline:     codes.DeadlineExceeded,
-}
-
-// observeErr hands Config.Observe a start that err refused.
-func (s *Service) observeErr(err error) {
-	if s.observe != nil {
-		s.observe(supervisor.Result{}, err)
-	}
-}
-
-// observeEnd hands Config.Observe the job's Result once it ended, from a
-// goroutine that ends with the job.
-func (s *Service) observeEnd(js *supervisor.JobStream) {
-	if s.observe == nil {
-		return
-	}
-	go func() {
-		<-js.Done()
-		res, _ := js.Result()
-		s.observe(res, nil)
-	}()
 }
