@@ -77,7 +77,8 @@ func openOwnChildren() *procfs.File {
 //
 // A pass of a tree that keeps forking can take seconds (each read competes
 // with the forks for the CPU): it stops with ctx.Err() once ctx is done,
-// checked every scanCheck processes.
+// checked before each process it reads (a look costs far less than the
+// reads it stands between).
 func scanDescendants(ctx context.Context, own *procfs.File, leader int, leaderExited bool) ([]proc, error) {
 	if own == nil {
 		return scanProcs()
@@ -105,7 +106,7 @@ func scanDescendants(ctx context.Context, own *procfs.File, leader int, leaderEx
 			continue
 		}
 		seen[pid] = true
-		if len(seen)%scanCheck == 0 && ctx.Err() != nil {
+		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 		if pid != leader && ownedElsewhere(pid) {
@@ -122,10 +123,6 @@ func scanDescendants(ctx context.Context, own *procfs.File, leader int, leaderEx
 	}
 	return out, nil
 }
-
-// scanCheck is how many processes a scan reads between two looks at its
-// context.
-const scanCheck = 32
 
 // readStat parses /proc/<pid>/stat, read into buf.
 func readStat(pid int, buf []byte) (proc, bool) {
