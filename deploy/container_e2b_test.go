@@ -170,6 +170,7 @@ func e2bInContainer(t *testing.T, c *container) {
 		Name                    string
 		Ms                      int64
 		Size, Received, Skipped int64
+		Listed                  []json.RawMessage
 	}
 	exit := func(st step) int {
 		if st.ExitCode == nil {
@@ -210,6 +211,15 @@ func e2bInContainer(t *testing.T, c *container) {
 			if st.Stdout != "got hello\n" {
 				t.Errorf("sendStdin: %s", sc.Text())
 			}
+		case "waiting":
+			// The client waits for a go before it lists the process
+			// that waits for input (cmd/corral's envd test also checks
+			// List's waiting field there).
+			fmt.Fprintln(stdin, "go")
+		case "listWaiting":
+			if len(st.Listed) != 1 || st.Stdout != "name? got ann\n" {
+				t.Errorf("commands.list() of a waiting process: %s", sc.Text())
+			}
 		case "closeStdin":
 			if st.Stdout != "abc" {
 				t.Errorf("closeStdin: %s", sc.Text())
@@ -239,7 +249,7 @@ func e2bInContainer(t *testing.T, c *container) {
 			}
 		}
 	}
-	if want := "echo fail onStdout background kill wait sendStdin closeStdin pty timeout flood"; strings.Join(seen, " ") != want {
+	if want := "echo fail onStdout background kill wait sendStdin waiting listWaiting closeStdin pty timeout flood"; strings.Join(seen, " ") != want {
 		t.Errorf("steps %v, want %s", seen, want)
 	}
 	noEnvSurvivors(t, markers["plain"], time.Second)
