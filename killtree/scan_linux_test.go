@@ -53,7 +53,7 @@ func TestOrphanOfNonMainThread(t *testing.T) {
 	}
 	defer m.Close()
 	entry, marker := proctest.Marker(t)
-	cmd := exec.Command("bash", "-c", "setsid "+proctest.Command("sleep", lifetime)+" & echo $!")
+	cmd := exec.Command("bash", "-c", "setsid env "+proctest.Command("sleep", lifetime)+" & echo $!")
 	cmd.Env = append(os.Environ(), entry)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
