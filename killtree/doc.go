@@ -78,9 +78,10 @@
 //     instance's containments are ended even when this process kills
 //     nothing.
 //   - The way down counts a pgroup tree only once it stopped growing
-//     (Tree.Stop: SIGSTOP to the group first), and WaitEmpty's scans end
-//     with its context, so a fork bomb does not delay the Result by the
-//     time a walk of it takes.
+//     (Tree.Stop: SIGSTOP to the group first), and WaitEmpty returns when
+//     its context ends, whatever its scan is doing, so neither a fork bomb
+//     nor a process held in execve (whose /proc stat read sleeps until the
+//     exec is set up) delays the Result by the time a walk of it takes.
 //   - A forced tier (Config.Tier, or CORRAL_CONTAINMENT) that does not work
 //     here is an error wrapping ErrUnavailable that names the reason; there
 //     is no silent fallback. Doctor reports every tier and why.

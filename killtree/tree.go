@@ -188,13 +188,12 @@ func (t *Tree) Signal(sig syscall.Signal) (int, error) {
 
 // WaitEmpty returns nil once Members would return 0 (cgroup tiers: populated 0
 // on cgroup.events through inotify, then the baseline; pgroup: /proc scans
-// with a short backoff), or ctx.Err(), at the latest one process read after
-// ctx ends (a scan in progress stops there).
+// with a short backoff), or ctx.Err() as soon as ctx ends: a look still in
+// progress then finishes on its own, and its answer is dropped (see look).
 func (t *Tree) WaitEmpty(ctx context.Context) error {
 	// Most trees are empty when asked (the shell exited alone): one look
-	// before arming the containment's wait. A look ends with ctx: a walk
-	// of a tree that keeps forking can take seconds (pgroup).
-	if pids, err := t.members(ctx); err != nil || len(pids) == 0 {
+	// before arming the containment's wait.
+	if pids, err := t.look(ctx); err != nil || len(pids) == 0 {
 		return err
 	}
 	if err := t.c.waitEmpty(ctx); err != nil {
@@ -202,7 +201,7 @@ func (t *Tree) WaitEmpty(ctx context.Context) error {
 	}
 	backoff := time.Millisecond
 	for {
-		pids, err := t.members(ctx)
+		pids, err := t.look(ctx)
 		if err != nil {
 			return err
 		}
@@ -217,6 +216,32 @@ func (t *Tree) WaitEmpty(ctx context.Context) error {
 		case <-timer.C:
 		}
 		backoff = min(2*backoff, 50*time.Millisecond)
+	}
+}
+
+// look is members(ctx), returning ctx.Err() when ctx ends first. A scan
+// stops at the first process it reads after ctx ends, but one read can
+// outlast any context: reading /proc/<pid>/stat sleeps in the kernel
+// (do_task_stat) while that process is in execve setting up its new stack
+// (seen in its kernel stack: setup_arg_pages), and a command can stretch
+// that: 1.1 s here for a bash whose exec was starved of CPU among 500 others. So the look
+// runs on a goroutine of its own, which finishes when the kernel lets it;
+// members is safe to call alongside another look or a Kill.
+func (t *Tree) look(ctx context.Context) ([]int, error) {
+	type answer struct {
+		pids []int
+		err  error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		pids, err := t.members(ctx)
+		done <- answer{pids, err}
+	}()
+	select {
+	case a := <-done:
+		return a.pids, a.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
 }
 

@@ -178,11 +178,7 @@ func (s *Safety) Current() (int, error) {
 // Start starts cmd inside the safety cgroups before the child runs any code of its own. The
 // v2 cgroup is given to clone3 through SysProcAttr.UseCgroupFD (CLONE_INTO_CGROUP; cmd's
 // SysProcAttr is created if nil, and other fields are kept). The v1 cgroups cannot be given
-// to clone, so Start locks the calling goroutine to its thread, moves that thread into them,
-// starts cmd (the fork happens on this thread, so the child inherits its cgroups), and moves
-// the thread back. If moving back fails the goroutine stays locked to the thread, so the Go
-// runtime ends the thread with the goroutine instead of reusing it (runtime.LockOSThread), and
-// the failure is reported through t.
+// to clone, so Start starts cmd inside Run.
 func (s *Safety) Start(cmd *exec.Cmd) error {
 	if s.v2 != "" {
 		fd, err := unix.Open(s.v2, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
@@ -195,8 +191,20 @@ func (s *Safety) Start(cmd *exec.Cmd) error {
 		}
 		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
 	}
+	return s.Run(cmd.Start)
+}
+
+// Run calls start with the calling goroutine's thread inside the v1 safety cgroups, so that
+// a process start forks there (the fork happens on this thread, and the child inherits its
+// cgroups): a test gives code under test that starts a command itself (a pgroup-tier
+// killtree.Manager's Start) through it. Run locks the goroutine to its thread, moves the
+// thread in, calls start, and moves the thread back. If moving back fails the goroutine stays
+// locked to the thread, so the Go runtime ends the thread with the goroutine instead of
+// reusing it (runtime.LockOSThread), and the failure is reported through t. Without v1
+// cgroups Run just calls start (Start gives the v2 cgroup to clone3 itself).
+func (s *Safety) Run(start func() error) error {
 	if len(s.v1) == 0 {
-		return cmd.Start()
+		return start()
 	}
 	runtime.LockOSThread()
 	back, err := s.enterV1()
@@ -206,11 +214,31 @@ func (s *Safety) Start(cmd *exec.Cmd) error {
 		}
 		return err
 	}
-	err = cmd.Start()
+	err = start()
 	if s.leaveV1(back) {
 		runtime.UnlockOSThread()
 	}
 	return err
+}
+
+// LowCPU gives the safety cgroups the least CPU weight there is (v1 cpu.shares 2, v2
+// cpu.weight 1 where the v2 cgroup has the cpu controller), so that a tree of hundreds of
+// runnable processes started inside cannot starve the test process of the CPU it needs to
+// measure its own latency. It skips the test when neither can be set.
+func (s *Safety) LowCPU() {
+	s.t.Helper()
+	if dir := s.Dir("cpu"); dir != "" {
+		if err := writeFile(filepath.Join(dir, "cpu.shares"), "2"); err != nil {
+			s.t.Skipf("proctest: safety cpu weight: %v", err)
+		}
+		return
+	}
+	if s.v2 != "" {
+		if err := writeFile(filepath.Join(s.v2, "cpu.weight"), "1"); err == nil {
+			return
+		}
+	}
+	s.t.Skip("proctest: no cpu cgroup for the safety weight")
 }
 
 // enterV1 moves the calling thread into the v1 safety cgroups and returns the tasks files
