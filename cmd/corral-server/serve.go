@@ -279,17 +279,12 @@ func (m *Main) newServer(f serverFlags, token, hint string, shared bool, log zer
 }
 
 func (m *Main) serve(ctx context.Context, args []string) error {
-	var f serverFlags
-	fs := m.serverFlagSet("corral serve", serveUsage, &f, true)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return errUsage
+	f, err := m.serveFlags(args)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(m.Stderr, "corral serve: unexpected arguments %q\n", fs.Args())
-		return errUsage
+	if err != nil {
+		return err
 	}
 	// Before anything else: the environment may hold the token, and from
 	// here on no process of this user without CAP_SYS_PTRACE can read it.
@@ -309,14 +304,6 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	if err := checkExposure(f.listen, tok.value); err != nil {
 		return err
 	}
-	if err := f.checkConnLimits(); err != nil {
-		fmt.Fprintln(m.Stderr, "corral serve:", err)
-		return errUsage
-	}
-	if err := f.checkSandboxdFlags(); err != nil {
-		fmt.Fprintln(m.Stderr, "corral serve:", err)
-		return errUsage
-	}
 	srv, sup, closeAll, grace, err := m.newServer(f, tok.value, serveTimeoutHint, false, log)
 	if err != nil {
 		return err
@@ -328,16 +315,66 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		}
 		log.Info().Str("tokenFile", tok.path).Msg("generated a new token; clients send it as \"Authorization: Bearer <token>\"")
 	}
-	ln, err := listen(f.listen)
+	fc, err := m.startFaces(f, srv, sup, tok, log)
 	if err != nil {
 		return err
 	}
+	select {
+	case err := <-fc.served:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	fc.shutdown(srv, grace, log)
+	return nil
+}
+
+// serveFlags parses corral serve's arguments and refuses, as a usage
+// mistake, what no server can start with; -h is flag.ErrHelp.
+func (m *Main) serveFlags(args []string) (serverFlags, error) {
+	var f serverFlags
+	fs := m.serverFlagSet("corral serve", serveUsage, &f, true)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return f, err
+		}
+		return f, errUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(m.Stderr, "corral serve: unexpected arguments %q\n", fs.Args())
+		return f, errUsage
+	}
+	for _, check := range []func() error{f.checkConnLimits, f.checkSandboxdFlags} {
+		if err := check(); err != nil {
+			fmt.Fprintln(m.Stderr, "corral serve:", err)
+			return f, errUsage
+		}
+	}
+	return f, nil
+}
+
+// servedFaces are the HTTP API and the faces serving beside it (envd,
+// sandboxd's gRPC and REST); each one's Serve result arrives on served.
+type servedFaces struct {
+	hs     *http.Server
+	faces  []face
+	served chan error
+}
+
+// startFaces listens on f.listen and serves the API there, then starts
+// the faces the flags ask for. On an error nothing is left serving.
+func (m *Main) startFaces(f serverFlags, srv *api.Server, sup *supervisor.Supervisor, tok serverToken, log zerolog.Logger) (*servedFaces, error) {
+	ln, err := listen(f.listen)
+	if err != nil {
+		return nil, err
+	}
 	// No ReadTimeout or WriteTimeout: they would cut NDJSON streams, MCP
 	// event streams and long polls. Bodies have the handler's own deadline.
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: api.HeaderTimeout, IdleTimeout: seconds(f.idleTimeout)}
+	fc := &servedFaces{
+		hs:     &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: api.HeaderTimeout, IdleTimeout: seconds(f.idleTimeout)},
+		served: make(chan error, 4),
+	}
 	ln = api.LimitListener(ln, f.maxConnections)
-	served := make(chan error, 4) // the API, envd, sandboxd gRPC and REST
-	go func() { served <- hs.Serve(ln) }()
+	go func() { fc.served <- fc.hs.Serve(ln) }()
 	ev := log.Info().Str("listen", listenAddr(ln)).Str("tier", string(sup.Bounds().Tier)).Bool("auth", tok.value != "").
 		Str("tokenSource", tok.source).Str("version", Version)
 	if tok.path != "" {
@@ -347,44 +384,47 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		ev = ev.Str("runAs", b.User).Str("cwd", b.UserDir)
 	}
 	ev.Msg("serving")
-	var faces []face
 	if f.envd != "" {
-		envdServer, err := m.serveEnvd(f, sup, srv.Observer(api.FaceEnvd), tok, log, served)
+		envdServer, err := m.serveEnvd(f, sup, srv.Observer(api.FaceEnvd), tok, log, fc.served)
 		if err != nil {
-			hs.Close()
-			<-served
-			return err
-		}
-		faces = append(faces, face{shutdown: envdServer.Shutdown, close: func() { envdServer.Close() }})
-	}
-	more, err := m.serveSandboxd(f, sup, srv.Observer(api.FaceSandboxd), tok, log, served)
-	faces = append(faces, more...)
-	if err != nil {
-		hs.Close()
-		for _, fc := range faces {
 			fc.close()
+			return nil, err
 		}
-		for range 1 + len(faces) {
-			<-served
-		}
-		return err
+		fc.faces = append(fc.faces, face{shutdown: envdServer.Shutdown, close: func() { envdServer.Close() }})
 	}
+	more, err := m.serveSandboxd(f, sup, srv.Observer(api.FaceSandboxd), tok, log, fc.served)
+	fc.faces = append(fc.faces, more...)
+	if err != nil {
+		fc.close()
+		return nil, err
+	}
+	return fc, nil
+}
 
-	select {
-	case err := <-served:
-		return fmt.Errorf("serve: %w", err)
-	case <-ctx.Done():
+// close closes every listener and connection at once and waits for each
+// Serve to return.
+func (fc *servedFaces) close() {
+	fc.hs.Close()
+	for _, f := range fc.faces {
+		f.close()
 	}
-	// Stop accepting, abort the running commands (their trees go down
-	// through the grace period), then wait for the handlers to finish.
+	for range 1 + len(fc.faces) {
+		<-fc.served
+	}
+}
+
+// shutdown stops accepting, aborts the running commands (their trees go
+// down through the grace period), then waits for the handlers to finish;
+// connections still open grace+2 s later are closed.
+func (fc *servedFaces) shutdown(srv *api.Server, grace time.Duration, log zerolog.Logger) {
 	log.Info().Msg("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), grace+2*time.Second)
 	defer cancel()
-	servers := 1 + len(faces)
+	servers := 1 + len(fc.faces)
 	stopped := make(chan error, servers)
-	go func() { stopped <- hs.Shutdown(sctx) }()
-	for _, fc := range faces {
-		go func() { stopped <- fc.shutdown(sctx) }()
+	go func() { stopped <- fc.hs.Shutdown(sctx) }()
+	for _, f := range fc.faces {
+		go func() { stopped <- f.shutdown(sctx) }()
 	}
 	if err := srv.Shutdown(sctx); err != nil {
 		log.Warn().Err(err).Msg("commands still running at the deadline")
@@ -392,16 +432,15 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	for range servers {
 		if err := <-stopped; err != nil {
 			log.Warn().Err(err).Msg("connections still open at the deadline")
-			hs.Close()
-			for _, fc := range faces {
-				fc.close()
+			fc.hs.Close()
+			for _, f := range fc.faces {
+				f.close()
 			}
 		}
 	}
 	for range servers {
-		<-served // http.ErrServerClosed
+		<-fc.served // http.ErrServerClosed
 	}
-	return nil
 }
 
 // serveEnvd starts the envd face on f.envd; its Serve result goes to served.
