@@ -96,7 +96,7 @@ func newPlatform(cfg Config, tier Tier) (*platform, error) {
 		for _, root := range p.mnt.trickRoots() {
 			p.homes.under = append(p.homes.under, p.mnt.cgroupPath(root, cfg.CgroupParent))
 		}
-		p.prep = newPreparer(p.newContainment)
+		p.prep = newPreparer(p.newContainment, cfg.SoleTree)
 	}
 	return p, nil
 }

@@ -17,8 +17,13 @@ import (
 // microseconds each, one per hierarchy), and for a tree Kill could not
 // confirm empty the kills and waits of rmTree, then happen after Tree.Close
 // returns. Removal failures are kept for Manager.Close.
+//
+// A single preparer (a Config.SoleTree Manager: the CLI runs one command)
+// prepares the first containment only: a spare made after it would be
+// made and removed for nothing.
 type preparer struct {
 	newC   func(id string) (containment, error)
+	single bool
 	kick   chan struct{}      // buffered 1: make a containment if none is ready
 	settle chan chan struct{} // answered when idle
 	quit   chan struct{}
@@ -29,6 +34,7 @@ type preparer struct {
 	removals []containment // guarded by mu
 	errs     []error       // removal failures; guarded by mu
 	stopped  bool          // run returned: remove destroys at once; guarded by mu
+	taken    bool          // a prepared containment was taken; guarded by mu
 }
 
 // spare is a prepared containment and its ID.
@@ -37,8 +43,8 @@ type spare struct {
 	c  containment
 }
 
-func newPreparer(newC func(id string) (containment, error)) *preparer {
-	p := &preparer{newC: newC, kick: make(chan struct{}, 1), settle: make(chan chan struct{}),
+func newPreparer(newC func(id string) (containment, error), single bool) *preparer {
+	p := &preparer{newC: newC, single: single, kick: make(chan struct{}, 1), settle: make(chan chan struct{}),
 		quit: make(chan struct{}), done: make(chan struct{})}
 	p.restock()
 	go p.run()
@@ -109,9 +115,9 @@ func (p *preparer) removeAll() {
 // is never retried in a loop.
 func (p *preparer) fill() {
 	p.mu.Lock()
-	ready := p.next != nil
+	done := p.next != nil || (p.single && p.taken)
 	p.mu.Unlock()
-	if ready {
+	if done {
 		return
 	}
 	sp := &spare{id: newID()}
@@ -131,6 +137,7 @@ func (p *preparer) take() *spare {
 	defer p.mu.Unlock()
 	sp := p.next
 	p.next = nil
+	p.taken = p.taken || sp != nil
 	return sp
 }
 

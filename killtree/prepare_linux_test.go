@@ -36,7 +36,7 @@ func TestPreparer(t *testing.T) {
 		made = append(made, c)
 		mu.Unlock()
 		return c, nil
-	})
+	}, false)
 	ids := map[string]bool{}
 	for range 5 {
 		p.idle() // a containment is ready now
@@ -71,6 +71,45 @@ func TestPreparer(t *testing.T) {
 	}
 }
 
+// TestPreparerSingle: a single preparer (a sole-tree Manager) makes the
+// first containment only; once it was taken, restocks make none, and the
+// removals it is asked for still happen.
+func TestPreparerSingle(t *testing.T) {
+	var mu sync.Mutex
+	made := 0
+	p := newPreparer(func(id string) (containment, error) {
+		mu.Lock()
+		made++
+		mu.Unlock()
+		return &fakeC{}, nil
+	}, true)
+	p.idle()
+	sp := p.take()
+	if sp == nil {
+		t.Fatal("nothing ready after idle")
+	}
+	p.restock() // what Start does after starting
+	p.idle()
+	if p.take() != nil {
+		t.Error("a single preparer made a second containment")
+	}
+	if err := p.remove(sp.c); err != nil { // what Tree.Close does
+		t.Fatal(err)
+	}
+	p.idle()
+	if n := sp.c.(*fakeC).count(); n != 1 {
+		t.Errorf("the taken containment was destroyed %d times, want 1", n)
+	}
+	if err := p.close(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if made != 1 {
+		t.Errorf("made %d containments, want 1", made)
+	}
+}
+
 // TestPreparerFailure: a preparer that cannot make a containment offers
 // none (Start then makes its own and reports why), does not spin, tries
 // again at the next restock, and still closes.
@@ -85,7 +124,7 @@ func TestPreparerFailure(t *testing.T) {
 			return nil, errors.New("mkdir: no space left on device")
 		}
 		return &fakeC{}, nil
-	})
+	}, false)
 	defer p.close()
 	p.idle()
 	p.idle()
@@ -109,7 +148,7 @@ func TestPreparerFailure(t *testing.T) {
 // idle returns, a failure is reported by close, and a removal queued after
 // close happens at once.
 func TestPreparerRemovals(t *testing.T) {
-	p := newPreparer(func(id string) (containment, error) { return &fakeC{}, nil })
+	p := newPreparer(func(id string) (containment, error) { return &fakeC{}, nil }, false)
 	ok, bad := &fakeC{}, &fakeC{err: errors.New("rmdir: device or resource busy")}
 	if err := p.remove(ok); err != nil {
 		t.Fatal(err)
