@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -39,8 +40,8 @@ func (p *pairTimes) report(b *testing.B, nameA, nameB string, inverse bool) {
 	if inverse {
 		total = 1 / total
 	}
-	b.ReportMetric(float64(sa.Milliseconds())/n, nameA+"-ms/op")
-	b.ReportMetric(float64(sb.Milliseconds())/n, nameB+"-ms/op")
+	b.ReportMetric(float64(sa.Microseconds())/n/1000, nameA+"-ms/op")
+	b.ReportMetric(float64(sb.Microseconds())/n/1000, nameB+"-ms/op")
 	b.ReportMetric(ratios[len(ratios)/2], "median-ratio")
 	b.ReportMetric(total, "total-ratio")
 }
@@ -63,17 +64,52 @@ func corralRun(bin, dataDir, command string) *exec.Cmd {
 	return cmd
 }
 
-// BenchmarkRunTrue: `corral run -- true` against `bash -c true`.
+// BenchmarkRunTrue: `corral run -- true` against `bash -c true`, for the
+// binary `go build` makes here (cgo on where a C compiler is: os/user and
+// net then link the C library, and each start runs the dynamic loader) and
+// for the one deploy/Containerfile ships (CGO_ENABLED=0: static); floor is
+// a Go program that does nothing but exit, against the same bash: one Go
+// runtime start, which every corral start pays before its own code runs.
 func BenchmarkRunTrue(b *testing.B) {
-	bin := corralBinary(b)
-	data := b.TempDir()
-	timed(b, corralRun(bin, data, "true")) // fills the tier cache, as any first run does
-	var p pairTimes
-	for b.Loop() {
-		p.a = append(p.a, timed(b, corralRun(bin, data, "true")))
-		p.b = append(p.b, timed(b, exec.Command("bash", "-c", "true")))
+	bins := map[string]string{"default": corralBinary(b)}
+	dir := b.TempDir()
+	static := filepath.Join(dir, "static")
+	build := exec.Command("go", "build", "-o", static, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("go build (CGO_ENABLED=0): %v\n%s", err, out)
 	}
-	p.report(b, "corral", "bash", false)
+	bins["static"] = static
+	for _, name := range []string{"default", "static"} {
+		b.Run("build="+name, func(b *testing.B) {
+			data := b.TempDir()
+			timed(b, corralRun(bins[name], data, "true")) // fills the tier cache, as any first run does
+			var p pairTimes
+			for b.Loop() {
+				p.a = append(p.a, timed(b, corralRun(bins[name], data, "true")))
+				p.b = append(p.b, timed(b, exec.Command("bash", "-c", "true")))
+			}
+			p.report(b, "corral", "bash", false)
+		})
+	}
+	b.Run("floor", func(b *testing.B) {
+		src := filepath.Join(dir, "exit.go")
+		if err := os.WriteFile(src, []byte("package main\n\nimport \"os\"\n\nfunc main() { os.Exit(0) }\n"), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		exit := filepath.Join(dir, "exit")
+		build := exec.Command("go", "build", "-o", exit, src)
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			b.Fatalf("go build exit.go: %v\n%s", err, out)
+		}
+		var p pairTimes
+		for b.Loop() {
+			p.a = append(p.a, timed(b, exec.Command(exit)))
+			p.b = append(p.b, timed(b, exec.Command("bash", "-c", "true")))
+		}
+		p.report(b, "go-exit", "bash", false)
+	})
 }
 
 // BenchmarkRunDrain: `corral run` draining a 2 GiB flood (the live copy goes
