@@ -20,9 +20,10 @@ import (
 // (docs/memory.md) makes the Go heap collect before it doubles, and the
 // byte cap counts the running jobs' captures with the exited jobs' (their
 // 1 MiB of head and tail buffers each evicts exited jobs sooner): the peak
-// must stay within the baseline + the cap + the limit's 32 MiB of room +
-// 12 MiB for what the jobs finishing at the moment hold on the way out
-// (their Results, their spill's copy). Without the limit the peak was
+// must stay within the baseline + the cap + 32 MiB (the limit's 24 MiB of
+// room and 8 MiB for the runtime passing its soft limit) + 12 MiB of
+// margin for a loaded machine, where the collector gets less of the CPU
+// (docs/memory.md has the figures). Without the limit the peak was
 // +207 MiB; with it but the running jobs outside the cap, +107 to +111 MiB.
 func TestMemoryUnderChurn(t *testing.T) {
 	proctest.Heavy(t)
@@ -80,7 +81,7 @@ func TestMemoryUnderChurn(t *testing.T) {
 }
 
 // TestServeMemoryLimit: corral serve runs under the soft memory limit its
-// caps give (its Go memory at start + --max-retained-bytes + 32 MiB, here
+// caps give (its Go memory at start + --max-retained-bytes + 24 MiB, here
 // no container limit below it), and /metrics shows it.
 func TestServeMemoryLimit(t *testing.T) {
 	t.Parallel()
@@ -89,7 +90,7 @@ func TestServeMemoryLimit(t *testing.T) {
 	if !ok {
 		t.Fatal("no corral_memory_limit_bytes in /metrics")
 	}
-	if lo, hi := float64((16+32)<<20), float64((16+32+64)<<20); v < lo || v > hi {
+	if lo, hi := float64((16+24)<<20), float64((16+24+64)<<20); v < lo || v > hi {
 		t.Fatalf("corral_memory_limit_bytes %.0f, want between %.0f and %.0f", v, lo, hi)
 	}
 }

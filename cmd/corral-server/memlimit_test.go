@@ -18,9 +18,9 @@ func TestMemoryLimitOf(t *testing.T) {
 		source                    string
 	}{
 		// No container limit: the base, the retention cap and the room.
-		{"caps", 8 * mi, 64 * mi, 0, false, 104 * mi, "caps"},
+		{"caps", 8 * mi, 64 * mi, 0, false, 96 * mi, "caps"},
 		// A container roomier than the caps.
-		{"roomy container", 8 * mi, 64 * mi, 1 << 30, false, 104 * mi, "caps"},
+		{"roomy container", 8 * mi, 64 * mi, 1 << 30, false, 96 * mi, "caps"},
 		// A tight container: 90 % of its memory.max.
 		{"tight container", 8 * mi, 64 * mi, 100 * mi, false, 90 * mi, "container"},
 		// GOMEMLIMIT is the operator's: left as the runtime read it.
