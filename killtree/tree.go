@@ -226,7 +226,10 @@ func (t *Tree) WaitEmpty(ctx context.Context) error {
 // (seen in its kernel stack: setup_arg_pages), and a command can stretch
 // that: 1.1 s here for a bash whose exec was starved of CPU among 500 others. So the look
 // runs on a goroutine of its own, which finishes when the kernel lets it;
-// members is safe to call alongside another look or a Kill.
+// members is safe to call alongside another look or a Kill. Kill's own
+// scans do not do this: its deadline is looked at between its rounds (a
+// round is a whole scan), so such a read can hold a Kill past its deadline
+// for as long as the exec takes.
 func (t *Tree) look(ctx context.Context) ([]int, error) {
 	type answer struct {
 		pids []int
