@@ -18,8 +18,8 @@ import (
 // jobs of `true`, 30 at a time (the threads and connections 30 jobs at once
 // cost are in it). The soft memory limit corral serve sets from its caps
 // (docs/memory.md) makes the Go heap collect before it doubles, and the
-// byte cap counts the running jobs' captures with the exited jobs' (their
-// 1 MiB of head and tail buffers each evicts exited jobs sooner): the peak
+// byte cap counts the running jobs' captures with the exited jobs', each
+// time a job exits and each time a running job's buffers grow: the peak
 // must stay within the baseline + the cap + 32 MiB (the limit's 24 MiB of
 // room and 8 MiB for the runtime passing its soft limit) + 12 MiB of
 // margin for a loaded machine, where the collector gets less of the CPU

@@ -22,8 +22,8 @@ func TestDrainForcedIsReported(t *testing.T) {
 			t.Fatal(err)
 		}
 		p := &proc{s: s, log: s.log, tree: tree, drained: make(chan error, 2)}
-		p.out = newRetained(budget.PolicyHead, s.cfg.Capture, &s.drained, nil)
-		p.err = newRetained(budget.PolicyTail, s.cfg.Capture, &s.drained, nil)
+		p.out = newRetained(budget.PolicyHead, s.cfg.Capture, &s.drained, nil, nil)
+		p.err = newRetained(budget.PolicyTail, s.cfg.Capture, &s.drained, nil, nil)
 		wo, we, err := p.outs.open()
 		if err != nil {
 			t.Fatal(err)

@@ -291,6 +291,7 @@ func (s *Supervisor) launchJob(v validated, listed bool) (*job, *proc, error) {
 	j := &job{id: newJobID(), command: v.Command, session: v.Session, owner: v.Owner, started: time.Now(),
 		interactive: v.interactive, done: make(chan struct{}), wake: make(chan struct{}), listed: listed}
 	v.notify = j.poke
+	v.grew = s.jobs.reclaim
 	if v.interactive && canWatchInput {
 		j.watch = newInputWatch()
 		v.notify = func() { j.poke(); j.watch.output() }

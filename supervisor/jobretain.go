@@ -87,12 +87,12 @@ func (t *jobTable) whyLocked(id string) (string, bool) {
 
 // retire adds j, which just exited and whose output takes footprint bytes,
 // to the exited jobs, and evicts the oldest exited jobs (j too, when alone
-// it exceeds the byte cap) until the caps hold. The byte cap counts the
-// captures the running jobs hold at this moment too: a burst of jobs
-// whose output fills their buffers takes the room of the exited ones, so
-// that what all the jobs hold stays within MaxRetainedBytes, which the
-// servers' soft memory limit is made of (docs/memory.md). A caller
-// already waiting on j still gets its Result.
+// it exceeds the byte cap) until the caps hold (evictLocked). The byte
+// cap counts the captures the running jobs hold too, here and each time
+// they grow (reclaim): a burst of jobs whose output fills their buffers
+// takes the room of the exited ones, so that what all the jobs hold stays
+// within MaxRetainedBytes, which the servers' soft memory limit is made of
+// (docs/memory.md). A caller already waiting on j still gets its Result.
 func (t *jobTable) retire(j *job, footprint int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -102,6 +102,27 @@ func (t *jobTable) retire(j *job, footprint int64) {
 	j.ended, j.footprint = time.Now(), footprint
 	t.exited = append(t.exited, j)
 	t.exitBytes += footprint
+	t.evictLocked()
+	t.scheduleLocked()
+}
+
+// reclaim evicts the oldest exited jobs until the caps hold again, after a
+// running job's buffers grew (retained.grew): the byte cap counts what the
+// running jobs hold, so it is kept each time that grows, not only when a
+// job exits. A running job is never evicted: running jobs alone may hold
+// more than the cap, and then no exited job is kept.
+func (t *jobTable) reclaim() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.closed {
+		t.evictLocked()
+	}
+}
+
+// evictLocked forgets the oldest exited jobs while there are more than
+// MaxRetainedJobs, or while they and the running jobs' buffers take more
+// than MaxRetainedBytes.
+func (t *jobTable) evictLocked() {
 	live := t.liveBytesLocked()
 	for len(t.exited) > 0 && (len(t.exited) > t.maxRetained || t.exitBytes+live > t.maxBytes) {
 		r := forgotBytes
@@ -110,7 +131,6 @@ func (t *jobTable) retire(j *job, footprint int64) {
 		}
 		t.forgetOldestLocked(r)
 	}
-	t.scheduleLocked()
 }
 
 // liveBytesLocked is what the running jobs' captures take now (their

@@ -81,25 +81,30 @@ func TestJobRetainedCount(t *testing.T) {
 // TestJobRetainedBytes: the exited jobs' output stays within
 // MaxRetainedBytes, the oldest going first; a job larger than the cap
 // alone is forgotten at once, and whoever waited for it still gets its
-// Result.
+// Result. Each job prints 4,000 bytes (within the head capture's first
+// 4 KiB, however the pipe cuts them, so the figures are exact) and counts
+// 13,056 bytes once exited: its ring and its view as allocated (4,096
+// each), its 4 KiB record, and 1/16 of these for the runtime. While it
+// runs it holds its 512 KiB ring and its 4 KiB head: 528,384 bytes. Under
+// a 560,000-byte cap two exited jobs fit beside a running one and three do
+// not (554,496 <= 560,000 < 567,552); once nothing runs, three fit.
 func TestJobRetainedBytes(t *testing.T) {
 	t.Parallel()
-	// Each job counts 47,872 bytes: its 20,000-byte ring and its
-	// 20,000-byte view as allocated (20,480 each), its 4 KiB record, and
-	// 1/16 of these for the runtime. Two fit in 100,000 bytes, three do not.
-	s := newSup(t, Config{MaxRetainedBytes: 100_000})
-	req := marked(t, Request{Command: "head -c 20000 /dev/zero | tr '\\0' x"})
+	s := newSup(t, Config{MaxRetainedBytes: 560_000})
+	req := marked(t, Request{Command: "head -c 4000 /dev/zero | tr '\\0' x"})
 	var ids []string
 	for range 4 {
 		ids = append(ids, runJob(t, s, req))
 	}
-	if got := jobIDs(s); strings.Join(got, " ") != strings.Join(ids[2:], " ") {
-		t.Errorf("jobs %v, want the last two %v", got, ids[2:])
+	if got := jobIDs(s); strings.Join(got, " ") != strings.Join(ids[1:], " ") {
+		t.Errorf("jobs %v, want the last three %v", got, ids[1:])
 	}
-	for _, id := range ids[:2] {
-		checkExpired(t, s, id, "may take at most 100000 bytes")
-	}
+	checkExpired(t, s, ids[0], "may take at most 560000 bytes")
 
+	// Under a 100,000-byte cap a running job alone takes the room of every
+	// exited one, and a job larger than the cap is forgotten as it exits.
+	s = newSup(t, Config{MaxRetainedBytes: 100_000})
+	first := runJob(t, s, req)
 	big := marked(t, Request{Command: "head -c 200000 /dev/zero | tr '\\0' y"})
 	st, err := s.Jobs().Start(JobRequest{Request: big})
 	if err != nil {
@@ -110,22 +115,24 @@ func TestJobRetainedBytes(t *testing.T) {
 		t.Fatalf("waiting for the big job: %+v, %v", res.StdoutInfo, err)
 	}
 	waitFor(t, func() bool { _, err := s.Jobs().Get(st.ID); return err != nil })
-	checkExpired(t, s, st.ID, "may take at most 100000 bytes")
+	for _, id := range []string{first, st.ID} {
+		checkExpired(t, s, id, "may take at most 100000 bytes")
+	}
 	if got := jobIDs(s); len(got) != 0 {
-		t.Errorf("jobs %v after the big one, want none: it alone exceeds the cap and evicts the rest first", got)
+		t.Errorf("jobs %v after the big one, want none: its buffers evicted the rest while it ran, and it alone exceeds the cap", got)
 	}
 }
 
 // TestJobRetainedBytesRunning: the byte cap counts the captures of the
-// running jobs too. An exited job of 20,000 bytes counts 47,872 (see
+// running jobs too. An exited job of 4,000 bytes counts 13,056 (see
 // TestJobRetainedBytes); a running job that printed a line holds a 512 KiB
 // tail ring and a 4 KiB head (528,384 bytes): under a 600,000-byte cap,
-// with it running, one exited job fits and two do not; once it is gone,
-// two fit again.
+// with it running, exited jobs fit beside it, and none while a second job
+// runs beside it too; once it is gone, they fit beside the second.
 func TestJobRetainedBytesRunning(t *testing.T) {
 	t.Parallel()
 	s := newSup(t, Config{MaxRetainedBytes: 600_000, Grace: NoGrace})
-	req := marked(t, Request{Command: "head -c 20000 /dev/zero | tr '\\0' x"})
+	req := marked(t, Request{Command: "head -c 4000 /dev/zero | tr '\\0' x"})
 	a := runJob(t, s, req)
 	r := startJob(t, s, JobRequest{Request: Request{Command: "echo started; sleep 60"}})
 	waitFor(t, func() bool {
@@ -145,10 +152,42 @@ func TestJobRetainedBytesRunning(t *testing.T) {
 	}
 	c := runJob(t, s, req)
 	// The killed job exited too (its ring, shrunk to its line, is small):
-	// b and c fit beside it.
+	// b fits beside it and the running c, and c beside both once it exited.
 	if got := jobIDs(s); strings.Join(got, " ") != strings.Join([]string{r.ID, b, c}, " ") {
 		t.Errorf("jobs %v, want %v once nothing runs", got, []string{r.ID, b, c})
 	}
+}
+
+// TestJobRetainedBytesGrowing: the byte cap holds while the running jobs'
+// buffers grow, not only when a job exits. Under a 900,000-byte cap a
+// running job that printed one line (528,384 bytes) leaves room for an
+// exited job of 4,000 bytes (13,056); once it printed 400,000 bytes its
+// head capture holds at least that much (925,696 bytes in all), and the
+// exited job is evicted with no other job exiting.
+func TestJobRetainedBytesGrowing(t *testing.T) {
+	t.Parallel()
+	s := newSup(t, Config{MaxRetainedBytes: 900_000, Grace: NoGrace})
+	a := runJob(t, s, marked(t, Request{Command: "head -c 4000 /dev/zero | tr '\\0' x"}))
+	r := startJob(t, s, JobRequest{Request: Request{Command: "echo started; read go; head -c 400000 /dev/zero | tr '\\0' y; echo; echo printed; sleep 60"}, Interactive: true})
+	waitFor(t, func() bool {
+		out, err := s.Jobs().Output(context.Background(), r.ID, Stdout, 0, 0)
+		return err == nil && out.Data == "started\n"
+	})
+	if got := jobIDs(s); strings.Join(got, " ") != strings.Join([]string{a, r.ID}, " ") {
+		t.Fatalf("jobs %v, want the exited %s beside the running one while it holds one line", got, a)
+	}
+	if err := s.Jobs().Input(r.ID, []byte("go\n"), false); err != nil {
+		t.Fatal(err)
+	}
+	const printed = int64(len("started\n") + 400000 + len("\nprinted\n"))
+	waitFor(t, func() bool {
+		info, err := s.Jobs().Get(r.ID)
+		return err == nil && info.StdoutBytes == printed
+	})
+	if info, err := s.Jobs().Get(r.ID); err != nil || info.State != JobRunning {
+		t.Fatalf("the growing job: %+v, %v; want it running", info, err)
+	}
+	checkExpired(t, s, a, "the running jobs' included, may take at most 900000 bytes")
 }
 
 // TestJobRetainedMemory: 64 jobs of 1 MB output each leave the heap within

@@ -131,8 +131,8 @@ func TestStopDrains(t *testing.T) {
 	t.Parallel()
 	s := newSup(t, Config{Containment: killtree.Config{Tier: killtree.TierPgroup}})
 	p := &proc{s: s, log: s.log, drained: make(chan error, 2)}
-	p.out = newRetained(budget.PolicyHead, s.cfg.Capture, &s.drained, nil)
-	p.err = newRetained(budget.PolicyTail, s.cfg.Capture, &s.drained, nil)
+	p.out = newRetained(budget.PolicyHead, s.cfg.Capture, &s.drained, nil, nil)
+	p.err = newRetained(budget.PolicyTail, s.cfg.Capture, &s.drained, nil, nil)
 	wo, we, err := p.outs.open()
 	if err != nil {
 		t.Fatal(err)

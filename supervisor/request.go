@@ -198,6 +198,7 @@ type validated struct {
 	job         bool
 	interactive bool   // stdin stays an open pipe for Jobs.Input
 	notify      func() // called after every chunk drained, from the drain goroutines
+	grew        func() // called after a chunk made a stream's buffers grow, from the drain goroutines
 }
 
 // validate checks r against the supervisor's limits and fills defaults, in

@@ -69,8 +69,8 @@ func (s *Supervisor) prepare(p *proc) (_ *prepared, retErr error) {
 			return nil, fmt.Errorf("supervisor: stdin pipe: %w", err)
 		}
 	}
-	p.out = newRetained(v.stdout, s.cfg.Capture, &s.drained, v.notify)
-	p.err = newRetained(v.stderr, s.cfg.Capture, &s.drained, v.notify)
+	p.out = newRetained(v.stdout, s.cfg.Capture, &s.drained, v.notify, v.grew)
+	p.err = newRetained(v.stderr, s.cfg.Capture, &s.drained, v.notify, v.grew)
 	p.live = newLive(v.OnEvent, s.liveCap)
 	if p.term != nil {
 		p.live.eof(stderrStream) // a terminal has one output stream

@@ -36,6 +36,7 @@ type retained struct {
 	tailMax int64         // head+tail: the most of the tail a snapshot uses
 	total   *atomic.Int64 // the supervisor's drained-bytes counter
 	notify  func()        // nil, or called after every write (background jobs)
+	grew    func()        // nil, or called after a write that made the buffers grow (background jobs: the byte cap)
 	// lastWrite is when the stream was last written (UnixNano), kept when
 	// notify is set: a waiting job's prompt comes from the stream written last.
 	lastWrite atomic.Int64
@@ -43,9 +44,10 @@ type retained struct {
 
 // newRetained returns the capture for one stream. A non-nil notify (a
 // background job's) also keeps a tail ring whatever the policy, under the
-// whole ceiling, so readers can follow the stream with a byte cursor.
-func newRetained(p budget.Policy, c CaptureLimits, total *atomic.Int64, notify func()) *retained {
-	r := &retained{policy: p, total: total, notify: notify}
+// whole ceiling, so readers can follow the stream with a byte cursor. A
+// non-nil grew is called after each write that made held grow.
+func newRetained(p budget.Policy, c CaptureLimits, total *atomic.Int64, notify, grew func()) *retained {
+	r := &retained{policy: p, total: total, notify: notify, grew: grew}
 	c = c.norm()
 	headLim, tailLim := c, c
 	if p == budget.PolicyHeadTail {
@@ -77,11 +79,18 @@ func (c CaptureLimits) norm() CaptureLimits {
 }
 
 func (r *retained) Write(p []byte) (int, error) {
+	var before int64
+	if r.grew != nil {
+		before = r.held()
+	}
 	if r.head != nil {
 		r.head.Write(p)
 	}
 	if r.tail != nil {
 		r.tail.Write(p)
+	}
+	if r.grew != nil && r.held() > before {
+		r.grew()
 	}
 	r.total.Add(int64(len(p)))
 	if r.notify != nil {

@@ -16,10 +16,12 @@ import (
 // runningRoom for what the commands running at the moment hold (their
 // capture buffers, pipes' read buffers, requests) and the collector's
 // slack. The target is the cap + 32 MiB at the peak; the room is 8 MiB
-// less, because the runtime passes its soft limit by a few MiB under a
-// burst of large allocations (the jobs' 512 KiB rings): with 32 MiB of
-// room one churn run of six peaked at +96.9 MiB, with 24 MiB five of five
-// stayed within +94.4 MiB (docs/memory.md). Never above 90 % of the memory.max of the cgroup corral lives in
+// less, a margin for the runtime, which passes a soft limit by a few MiB
+// under a burst of large allocations (the jobs' 512 KiB rings) and by more
+// when the collector gets little CPU. Since the byte cap holds while the
+// running jobs' buffers grow, the peak under churn follows the limit:
+// +89.5 MiB with 32 MiB of room, +81.5 MiB with 24 (docs/memory.md).
+// Never above 90 % of the memory.max of the cgroup corral lives in
 // (up the tree; cgroup v1's memory.limit_in_bytes). A GOMEMLIMIT in the
 // environment is the operator's and is left alone. The limit is soft: past
 // it the runtime collects more often (at most half the CPU time, its
