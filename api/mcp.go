@@ -143,7 +143,13 @@ func (s *Server) newMCPServer(face mcpFace) *mcp.Server {
 		return s.newOpenHandsServer(face)
 	}
 	b := s.sup.Bounds()
-	opts := &mcp.ServerOptions{Capabilities: &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}}, Instructions: instructions(b, face)}
+	opts := &mcp.ServerOptions{Capabilities: &mcp.ServerCapabilities{}, Instructions: instructions(b, face)}
+	if face != faceSessionless {
+		// Job events reach a session that set a logging level
+		// (mcp_resources.go); without a session there is no stream to
+		// carry them, so the sessionless face does not offer logging.
+		opts.Capabilities.Logging = &mcp.LoggingCapabilities{}
+	}
 	s.jobResourceOptions(opts, face)
 	srv := mcp.NewServer(&mcp.Implementation{Name: "corral", Title: "corral", Version: s.version}, opts)
 	s.addJobResources(srv, face)

@@ -220,8 +220,9 @@ func listedJobs(t *testing.T, cs *mcp.ClientSession) []string {
 }
 
 // TestJobResourceFaces: the faces that can deliver notifications (stdio,
-// /mcp with a session) advertise resource subscriptions; the sessionless
-// face (2026-07-28) does not, and refuses resources/subscribe; none
+// /mcp with a session) advertise resource subscriptions and logging; the
+// sessionless face (2026-07-28) advertises neither, and refuses
+// resources/subscribe (the protocol itself has no logging/setLevel); none
 // advertises listChanged, which corral never sends.
 func TestJobResourceFaces(t *testing.T) {
 	t.Parallel()
@@ -250,6 +251,9 @@ func TestJobResourceFaces(t *testing.T) {
 		caps := c.cs.InitializeResult().Capabilities
 		if caps.Resources == nil || caps.Resources.Subscribe != c.subscribe || caps.Resources.ListChanged {
 			t.Errorf("%s: resources capability %+v, want subscribe %v and no listChanged", c.face, caps.Resources, c.subscribe)
+		}
+		if (caps.Logging != nil) != c.subscribe {
+			t.Errorf("%s: logging capability %+v, want it offered: %v", c.face, caps.Logging, c.subscribe)
 		}
 	}
 	// A plain POST without a session, as curl sends it.
