@@ -90,8 +90,8 @@ func TestWaitEmptyBounded(t *testing.T) {
 	}
 	safety := proctest.Safe(t, 3000)
 	// The tree's hundreds of runnable processes would otherwise share the
-	// CPU with this test process fairly, and a read preempted among them
-	// waits its turn behind all of them (seconds on 2 cores).
+	// CPU with this test process fairly: the bound measures WaitEmpty, not
+	// how long the test waits for a core on 2 of them.
 	safety.LowCPU()
 	entry, marker := proctest.Marker(t)
 	defer proctest.NoSurvivors(t, marker, time.Second)

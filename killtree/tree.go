@@ -224,8 +224,9 @@ func (t *Tree) WaitEmpty(ctx context.Context) error {
 // outlast any context: reading /proc/<pid>/stat sleeps in the kernel
 // (do_task_stat) while that process is in execve setting up its new stack
 // (seen in its kernel stack: setup_arg_pages), and a command can stretch
-// that: 1.1 s here for a bash whose exec was starved of CPU among 500 others. So the look
-// runs on a goroutine of its own, which finishes when the kernel lets it;
+// that: 1.1 s here for a bash whose exec was starved of CPU among 500
+// others. So the look runs on a goroutine of its own, which finishes when
+// the kernel lets it;
 // members is safe to call alongside another look or a Kill. Kill's own
 // scans do not do this: its deadline is looked at between its rounds (a
 // round is a whole scan), so such a read can hold a Kill past its deadline

@@ -37,6 +37,7 @@ type retained struct {
 	total   *atomic.Int64 // the supervisor's drained-bytes counter
 	notify  func()        // nil, or called after every write (background jobs)
 	grew    func()        // nil, or called after a write that made the buffers grow (background jobs: the byte cap)
+	seen    int64         // with grew: held after the last write; only the drain goroutine touches it
 	// lastWrite is when the stream was last written (UnixNano), kept when
 	// notify is set: a waiting job's prompt comes from the stream written last.
 	lastWrite atomic.Int64
@@ -79,18 +80,17 @@ func (c CaptureLimits) norm() CaptureLimits {
 }
 
 func (r *retained) Write(p []byte) (int, error) {
-	var before int64
-	if r.grew != nil {
-		before = r.held()
-	}
 	if r.head != nil {
 		r.head.Write(p)
 	}
 	if r.tail != nil {
 		r.tail.Write(p)
 	}
-	if r.grew != nil && r.held() > before {
-		r.grew()
+	if r.grew != nil {
+		if n := r.held(); n > r.seen {
+			r.seen = n
+			r.grew()
+		}
 	}
 	r.total.Add(int64(len(p)))
 	if r.notify != nil {

@@ -401,15 +401,20 @@ func (m *Main) startFaces(f serverFlags, srv *api.Server, sup *supervisor.Superv
 	return fc, nil
 }
 
-// close closes every listener and connection at once and waits for each
-// Serve to return.
+// close closes every listener and connection at once (closeNow) and
+// waits for each Serve to return.
 func (fc *servedFaces) close() {
+	fc.closeNow()
+	for range 1 + len(fc.faces) {
+		<-fc.served
+	}
+}
+
+// closeNow closes every listener and connection at once.
+func (fc *servedFaces) closeNow() {
 	fc.hs.Close()
 	for _, f := range fc.faces {
 		f.close()
-	}
-	for range 1 + len(fc.faces) {
-		<-fc.served
 	}
 }
 
@@ -432,10 +437,7 @@ func (fc *servedFaces) shutdown(srv *api.Server, grace time.Duration, log zerolo
 	for range servers {
 		if err := <-stopped; err != nil {
 			log.Warn().Err(err).Msg("connections still open at the deadline")
-			fc.hs.Close()
-			for _, f := range fc.faces {
-				f.close()
-			}
+			fc.closeNow()
 		}
 	}
 	for range servers {
