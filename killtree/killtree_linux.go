@@ -202,13 +202,16 @@ func (p *platform) close() error {
 	p.staleWG.Wait()
 	var err error
 	if p.prep != nil {
-		err = p.prep.close()
+		err = p.prep.close() // the containments' removals: the watchdog guards them until they are done
 	}
-	err = errors.Join(err, p.wd.close(), p.own.Close(), p.homes.close())
+	// The watchdog's teardown (a Go process's threads and memory) runs
+	// while the rest is done; it is reaped last.
+	err = errors.Join(err, p.wd.kill(), p.own.Close(), p.homes.close())
 	for _, d := range p.mnt.instanceDirs(p.cfg.CgroupParent, p.instance) {
 		if rerr := unix.Rmdir(d); rerr != nil && !errors.Is(rerr, unix.ENOENT) && !errors.Is(rerr, unix.EBUSY) && !errors.Is(rerr, unix.ENOTEMPTY) {
 			err = errors.Join(err, fmt.Errorf("killtree: rmdir %s: %w", d, rerr))
 		}
 	}
+	p.wd.reap()
 	return err
 }

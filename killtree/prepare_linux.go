@@ -20,7 +20,8 @@ import (
 //
 // A single preparer (a Config.SoleTree Manager: the CLI runs one command)
 // prepares the first containment only: a spare made after it would be
-// made and removed for nothing.
+// made and removed for nothing. Its start waits for that one (first) when
+// it is still being made, rather than make a second beside it.
 type preparer struct {
 	newC   func(id string) (containment, error)
 	single bool
@@ -28,6 +29,8 @@ type preparer struct {
 	settle chan chan struct{} // answered when idle
 	quit   chan struct{}
 	done   chan struct{} // closed when run returned
+	first  chan struct{} // single: closed when the first fill returned, or run did
+	once   sync.Once     // closes first
 
 	mu       sync.Mutex
 	next     *spare        // guarded by mu
@@ -45,7 +48,7 @@ type spare struct {
 
 func newPreparer(newC func(id string) (containment, error), single bool) *preparer {
 	p := &preparer{newC: newC, single: single, kick: make(chan struct{}, 1), settle: make(chan chan struct{}),
-		quit: make(chan struct{}), done: make(chan struct{})}
+		quit: make(chan struct{}), done: make(chan struct{}), first: make(chan struct{})}
 	p.restock()
 	go p.run()
 	return p
@@ -62,6 +65,7 @@ func (p *preparer) run() {
 			_ = sp.c.destroy()
 		}
 	}()
+	defer p.once.Do(func() { close(p.first) }) // before the take above
 	for {
 		select {
 		case <-p.kick:
@@ -120,6 +124,9 @@ func (p *preparer) fill() {
 	if done {
 		return
 	}
+	if p.single {
+		defer p.once.Do(func() { close(p.first) })
+	}
 	sp := &spare{id: newID()}
 	c, err := p.newC(sp.id)
 	if err != nil {
@@ -131,8 +138,13 @@ func (p *preparer) fill() {
 	p.mu.Unlock()
 }
 
-// take returns the prepared containment, or nil when none is ready.
+// take returns the prepared containment, or nil when none is ready. A
+// single preparer's first take waits for the first containment to be made
+// (nil when that failed).
 func (p *preparer) take() *spare {
+	if p.single {
+		<-p.first
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	sp := p.next

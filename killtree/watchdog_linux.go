@@ -8,8 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -34,7 +34,8 @@ import (
 // every command's tag starts with the instance's name, so nothing started
 // is ever outside its reach, not even between a start and a registration.
 // Close ends it with SIGKILL: before EOF it has done nothing, so a kill is a
-// quit that need not wait for the re-executed binary's start-up.
+// quit that need not wait for the re-executed binary's start-up (and a
+// Manager's Close does its other work before it waits for the reaping).
 const (
 	watchdogArg0 = "corral-watchdog"
 	watchdogEnv  = "CORRAL_KILLTREE_WATCHDOG"
@@ -42,7 +43,7 @@ const (
 
 // runWatchdog is the watchdog's whole life; it returns its exit code.
 func runWatchdog(args []string) int {
-	if len(args) < 1 || !instanceRE.MatchString(args[0]) {
+	if len(args) < 1 || !validInstance(args[0]) {
 		fmt.Fprintf(os.Stderr, "killtree: watchdog: bad instance %q\n", args)
 		return 2
 	}
@@ -93,8 +94,9 @@ func killTagged(inst string) {
 // watchdog is the handle on the watchdog process; a nil *watchdog does
 // nothing.
 type watchdog struct {
+	cmd *exec.Cmd
+
 	mu    sync.Mutex
-	cmd   *exec.Cmd
 	stdin io.WriteCloser // guarded by mu; nil once closed
 }
 
@@ -104,7 +106,10 @@ func startWatchdog(inst string, dirs []string) (*watchdog, error) {
 	cmd := &exec.Cmd{
 		Path: "/proc/self/exe",
 		Args: append([]string{watchdogArg0, inst}, dirs...),
-		Env:  []string{watchdogEnv + "=1"},
+		// One P: it starts the runtime and then blocks reading its
+		// stdin, and it should take as little as it can of the CPU the
+		// supervisor and the first command start on.
+		Env: []string{watchdogEnv + "=1", "GOMAXPROCS=1"},
 		// Its own session: no signal a command sends to its group or
 		// session reaches it.
 		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
@@ -120,9 +125,10 @@ func startWatchdog(inst string, dirs []string) (*watchdog, error) {
 	return &watchdog{cmd: cmd, stdin: w}, nil
 }
 
-// close ends the watchdog without letting it kill anything, SIGKILL before
-// its stdin closes, and reaps it.
-func (w *watchdog) close() error {
+// kill ends the watchdog without letting it kill anything: SIGKILL before
+// its stdin closes. It does not wait: reap does, so that what its caller
+// does between the two overlaps the kernel's teardown of the process.
+func (w *watchdog) kill() error {
 	if w == nil {
 		return nil
 	}
@@ -135,12 +141,34 @@ func (w *watchdog) close() error {
 	}
 	kerr := w.cmd.Process.Kill() // unreaped, so its PID is still its own
 	cerr := stdin.Close()        // after the kill: EOF would start its sweep
-	_ = w.cmd.Wait()             // killed, as asked
-	ownChildren.Delete(w.cmd.Process.Pid)
 	return errors.Join(kerr, cerr)
 }
 
-var instanceRE = regexp.MustCompile(`^([0-9]+)-([0-9]+)$`)
+// reap waits for the exit of the watchdog kill ended.
+func (w *watchdog) reap() {
+	if w == nil {
+		return
+	}
+	_ = w.cmd.Wait() // killed, as asked
+	ownChildren.Delete(w.cmd.Process.Pid)
+}
+
+// parseInstance splits an instance name, "<pid>-<start time>" (instance),
+// into its two decimal numbers; ok is false for any other name.
+func parseInstance(name string) (pid, start string, ok bool) {
+	pid, start, ok = strings.Cut(name, "-")
+	return pid, start, ok && decimal(pid) && decimal(start)
+}
+
+// decimal reports whether s is one or more ASCII digits.
+func decimal(s string) bool {
+	return s != "" && strings.Trim(s, "0123456789") == ""
+}
+
+func validInstance(name string) bool {
+	_, _, ok := parseInstance(name)
+	return ok
+}
 
 // sweepStale kills and removes the containments of instances under parent
 // whose owner is no longer alive (a crashed supervisor; docs/killtree.md
@@ -161,8 +189,8 @@ func sweepStale(mnt *mounts, parent string) []int {
 			continue
 		}
 		for _, e := range ents {
-			m := instanceRE.FindStringSubmatch(e.Name())
-			if !e.IsDir() || m == nil || ownerAlive(m[1], m[2]) {
+			pid, start, ok := parseInstance(e.Name())
+			if !e.IsDir() || !ok || ownerAlive(pid, start) {
 				continue
 			}
 			inst := filepath.Join(base, e.Name())

@@ -53,13 +53,17 @@ type screen struct {
 }
 
 // cursorMoves matches the CSI sequences that address the cursor or erase the
-// screen: CUP, HVP, CUU/CUD/CUF/CUB, CHA, VPA, ED.
-var cursorMoves = regexp.MustCompile(`\x1b\[[0-9;?]*[HfABCDGdJ]`)
+// screen: CUP, HVP, CUU/CUD/CUF/CUB, CHA, VPA, ED. Compiled at the first
+// terminal's first output, not in every process's start (a corral run
+// without a terminal never needs it).
+var cursorMoves = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\x1b\[[0-9;?]*[HfABCDGdJ]`) })
 
 // cursorHomes matches the start of a redraw of the whole screen: the cursor
 // sent to the top-left corner (CUP with no or 1;1 parameters), or the whole
 // screen erased (ED 2), once when both come together (top's frames).
-var cursorHomes = regexp.MustCompile(`\x1b\[(?:1?(?:;1?)?)?H(?:\x1b\[2J)?|\x1b\[2J`)
+var cursorHomes = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`\x1b\[(?:1?(?:;1?)?)?H(?:\x1b\[2J)?|\x1b\[2J`)
+})
 
 // newScreen returns a screen; its emulator is made at the first look, so a
 // terminal job nobody looks at costs none.
@@ -114,8 +118,8 @@ func (s *screen) update(r *retained, sz TTYSize) {
 	if len(data) == 0 {
 		return
 	}
-	s.moves += len(cursorMoves.FindAllIndex(data, -1))
-	s.homes += len(cursorHomes.FindAllIndex(data, -1))
+	s.moves += len(cursorMoves().FindAllIndex(data, -1))
+	s.homes += len(cursorHomes().FindAllIndex(data, -1))
 	s.lines += strings.Count(string(data), "\n")
 	s.em.Write(data)
 	s.fed = start + int64(len(data))
