@@ -69,7 +69,10 @@ func corralRun(bin, dataDir, command string) *exec.Cmd {
 // net then link the C library, and each start runs the dynamic loader) and
 // for the one deploy/Containerfile ships (CGO_ENABLED=0: static); floor is
 // a Go program that does nothing but exit, against the same bash: one Go
-// runtime start, which every corral start pays before its own code runs.
+// runtime start, which every corral start pays before its own code runs;
+// floor-exec is a Go program that runs bash -c true with os/exec and
+// waits: what any Go wrapper of the command pays, with no containment,
+// watchdog or capture.
 func BenchmarkRunTrue(b *testing.B) {
 	bins := map[string]string{"default": corralBinary(b)}
 	dir := b.TempDir()
@@ -109,6 +112,25 @@ func BenchmarkRunTrue(b *testing.B) {
 			p.b = append(p.b, timed(b, exec.Command("bash", "-c", "true")))
 		}
 		p.report(b, "go-exit", "bash", false)
+	})
+	b.Run("floor-exec", func(b *testing.B) {
+		src := filepath.Join(dir, "exec.go")
+		prog := "package main\n\nimport (\n\t\"os\"\n\t\"os/exec\"\n)\n\nfunc main() {\n\tif exec.Command(\"bash\", \"-c\", \"true\").Run() != nil {\n\t\tos.Exit(1)\n\t}\n}\n"
+		if err := os.WriteFile(src, []byte(prog), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		bin := filepath.Join(dir, "goexec")
+		build := exec.Command("go", "build", "-o", bin, src)
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			b.Fatalf("go build exec.go: %v\n%s", err, out)
+		}
+		var p pairTimes
+		for b.Loop() {
+			p.a = append(p.a, timed(b, exec.Command(bin)))
+			p.b = append(p.b, timed(b, exec.Command("bash", "-c", "true")))
+		}
+		p.report(b, "go-exec", "bash", false)
 	})
 }
 
