@@ -74,15 +74,8 @@ func corralRun(bin, dataDir, command string) *exec.Cmd {
 // waits: what any Go wrapper of the command pays, with no containment,
 // watchdog or capture.
 func BenchmarkRunTrue(b *testing.B) {
-	bins := map[string]string{"default": corralBinary(b)}
 	dir := b.TempDir()
-	static := filepath.Join(dir, "static")
-	build := exec.Command("go", "build", "-o", static, ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		b.Fatalf("go build (CGO_ENABLED=0): %v\n%s", err, out)
-	}
-	bins["static"] = static
+	bins := map[string]string{"default": corralBinary(b), "static": buildStatic(b, dir, "static", ".")}
 	for _, name := range []string{"default", "static"} {
 		b.Run("build="+name, func(b *testing.B) {
 			data := b.TempDir()
@@ -95,43 +88,38 @@ func BenchmarkRunTrue(b *testing.B) {
 			p.report(b, "corral", "bash", false)
 		})
 	}
-	b.Run("floor", func(b *testing.B) {
-		src := filepath.Join(dir, "exit.go")
-		if err := os.WriteFile(src, []byte("package main\n\nimport \"os\"\n\nfunc main() { os.Exit(0) }\n"), 0o644); err != nil {
-			b.Fatal(err)
-		}
-		exit := filepath.Join(dir, "exit")
-		build := exec.Command("go", "build", "-o", exit, src)
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := build.CombinedOutput(); err != nil {
-			b.Fatalf("go build exit.go: %v\n%s", err, out)
-		}
-		var p pairTimes
-		for b.Loop() {
-			p.a = append(p.a, timed(b, exec.Command(exit)))
-			p.b = append(p.b, timed(b, exec.Command("bash", "-c", "true")))
-		}
-		p.report(b, "go-exit", "bash", false)
-	})
-	b.Run("floor-exec", func(b *testing.B) {
-		src := filepath.Join(dir, "exec.go")
-		prog := "package main\n\nimport (\n\t\"os\"\n\t\"os/exec\"\n)\n\nfunc main() {\n\tif exec.Command(\"bash\", \"-c\", \"true\").Run() != nil {\n\t\tos.Exit(1)\n\t}\n}\n"
-		if err := os.WriteFile(src, []byte(prog), 0o644); err != nil {
-			b.Fatal(err)
-		}
-		bin := filepath.Join(dir, "goexec")
-		build := exec.Command("go", "build", "-o", bin, src)
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := build.CombinedOutput(); err != nil {
-			b.Fatalf("go build exec.go: %v\n%s", err, out)
-		}
-		var p pairTimes
-		for b.Loop() {
-			p.a = append(p.a, timed(b, exec.Command(bin)))
-			p.b = append(p.b, timed(b, exec.Command("bash", "-c", "true")))
-		}
-		p.report(b, "go-exec", "bash", false)
-	})
+	floors := []struct{ row, name, prog string }{
+		{"floor", "go-exit", "package main\n\nimport \"os\"\n\nfunc main() { os.Exit(0) }\n"},
+		{"floor-exec", "go-exec", "package main\n\nimport (\n\t\"os\"\n\t\"os/exec\"\n)\n\nfunc main() {\n\tif exec.Command(\"bash\", \"-c\", \"true\").Run() != nil {\n\t\tos.Exit(1)\n\t}\n}\n"},
+	}
+	for _, f := range floors {
+		b.Run(f.row, func(b *testing.B) {
+			src := filepath.Join(dir, f.name+".go")
+			if err := os.WriteFile(src, []byte(f.prog), 0o644); err != nil {
+				b.Fatal(err)
+			}
+			bin := buildStatic(b, dir, f.name, src)
+			var p pairTimes
+			for b.Loop() {
+				p.a = append(p.a, timed(b, exec.Command(bin)))
+				p.b = append(p.b, timed(b, exec.Command("bash", "-c", "true")))
+			}
+			p.report(b, f.name, "bash", false)
+		})
+	}
+}
+
+// buildStatic builds pkg (a directory or a file) with CGO_ENABLED=0 into
+// dir/name and returns its path.
+func buildStatic(b *testing.B, dir, name, pkg string) string {
+	b.Helper()
+	bin := filepath.Join(dir, name)
+	build := exec.Command("go", "build", "-o", bin, pkg)
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("go build %s (CGO_ENABLED=0): %v\n%s", pkg, err, out)
+	}
+	return bin
 }
 
 // BenchmarkRunDrain: `corral run` draining a 2 GiB flood (the live copy goes
