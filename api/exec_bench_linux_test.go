@@ -32,7 +32,13 @@ import (
 // shell's start-up behind the start gate, the Result's before the call
 // returns), and times the disk's floor under the journal: one 4 KiB write
 // and fdatasync to a file beside the journal's (fsync-p50-ms; a bbolt
-// commit syncs twice).
+// commit syncs twice). Two rows bound the figure: the same exec on a
+// server without a journal (exec-no-journal-p50-ms, no-journal-p50-ratio:
+// HTTP, containment and capture), and the spawn with the journal's two
+// commits made as a journaled command makes them, the start one beside the
+// spawn and the Result's after it, without corral around it
+// (bash-journal-p50-ms, floor-p50-ratio: what the promise that a Result is
+// synced before the call returns costs any server on this store and disk).
 //
 //	go test -run '^$' -bench ExecTrue -benchtime 300x ./api
 func BenchmarkExecTrue(b *testing.B) {
@@ -58,18 +64,26 @@ func BenchmarkExecTrue(b *testing.B) {
 	}
 	ts := httptest.NewServer(srv.Handler())
 	defer ts.Close()
+	bareSrv, err := api.New(api.Config{Supervisor: bare})
+	if err != nil {
+		b.Fatal(err)
+	}
+	bareTS := httptest.NewServer(bareSrv.Handler())
+	defer bareTS.Close()
 	tr := &http.Transport{}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr}
-	post := func() {
-		resp, err := client.Post(ts.URL+"/v1/exec", "application/json", strings.NewReader(`{"command":"true"}`))
-		if err != nil {
-			b.Fatal(err)
-		}
-		body, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil || resp.StatusCode != 200 || !strings.Contains(string(body), `"exitCode":0`) {
-			b.Fatalf("exec: %d %v %s", resp.StatusCode, err, body)
+	post := func(url string) func() {
+		return func() {
+			resp, err := client.Post(url+"/v1/exec", "application/json", strings.NewReader(`{"command":"true"}`))
+			if err != nil {
+				b.Fatal(err)
+			}
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode != 200 || !strings.Contains(string(body), `"exitCode":0`) {
+				b.Fatalf("exec: %d %v %s", resp.StatusCode, err, body)
+			}
 		}
 	}
 	run := func(s *supervisor.Supervisor) func() {
@@ -82,6 +96,28 @@ func BenchmarkExecTrue(b *testing.B) {
 	}
 	spawn := func() {
 		if err := exec.Command("bash", "-c", "true").Run(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// The journal's floor: a spawn with the entry's two commits as a
+	// journaled command has them, the start one beside the spawn, the
+	// Result's after it (its own session, so the server's seq is untouched).
+	spawnJournaled := func() {
+		type started struct {
+			st  journal.Started
+			err error
+		}
+		ch := make(chan started, 1)
+		go func() {
+			st, err := j.Start("bench-floor", "true", time.Now())
+			ch <- started{st, err}
+		}()
+		spawn()
+		st := <-ch
+		if st.err != nil {
+			b.Fatal(st.err)
+		}
+		if err := j.Finish(st.st, time.Now(), []byte(`{"exitCode":0}`), ""); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -104,13 +140,17 @@ func BenchmarkExecTrue(b *testing.B) {
 		fn   func()
 		t    []time.Duration
 	}{
-		{name: "exec", fn: post},
+		{name: "exec", fn: post(ts.URL)},
 		{name: "bash", fn: spawn},
 		{name: "run", fn: run(bare)},
 		{name: "journal-run", fn: run(sup)},
 		{name: "fsync", fn: fsync},
+		{name: "exec-no-journal", fn: post(bareTS.URL)},
+		{name: "bash-journal", fn: spawnJournaled},
 	}
-	post() // the first request opens the connection and the session's journal
+	for _, st := range steps {
+		st.fn() // the first request opens the connection and the session's journal
+	}
 	var ratios []float64
 	i := 0
 	for b.Loop() {
@@ -133,5 +173,7 @@ func BenchmarkExecTrue(b *testing.B) {
 	}
 	slices.Sort(ratios)
 	b.ReportMetric(float64(p50(steps[0].t))/float64(p50(steps[1].t)), "p50-ratio")
+	b.ReportMetric(float64(p50(steps[5].t))/float64(p50(steps[1].t)), "no-journal-p50-ratio")
+	b.ReportMetric(float64(p50(steps[6].t))/float64(p50(steps[1].t)), "floor-p50-ratio")
 	b.ReportMetric(ratios[len(ratios)/2], "median-ratio")
 }
