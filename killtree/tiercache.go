@@ -2,7 +2,6 @@ package killtree
 
 import (
 	"bytes"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -16,11 +15,11 @@ import (
 // Manager built on a cached answer checks it again the first time a Start
 // fails (Manager.recheck).
 
-// tierCacheFile is what the cache file holds.
-type tierCacheFile struct {
-	Key   string       `json:"key"`
-	Tiers []TierStatus `json:"tiers"`
-}
+// The file is text, its strings quoted (strconv.Quote): the key on the
+// first line, then a line per tier (its name, whether it works and the
+// reason, apart by spaces), then a blank line. Not JSON: encoding/json's
+// first decode in a process costs more than the rest of reading the cache,
+// and `corral run` decodes no other JSON.
 
 // tierCacheKey names what detection's answer depends on: the boot (kernel,
 // mounts and cgroup setup last as long as it), the user, this process's
@@ -33,7 +32,7 @@ func tierCacheKey(cfg Config) string {
 	}
 	own, _ := os.ReadFile("/proc/self/cgroup")
 	return strings.Join([]string{
-		"killtree-tiers-1",
+		"killtree-tiers-2",
 		string(bytes.TrimSpace(boot)),
 		strconv.Itoa(os.Geteuid()),
 		string(own),
@@ -53,11 +52,60 @@ func loadTierCache(cfg Config) []TierStatus {
 	if key == "" || err != nil {
 		return nil
 	}
-	var f tierCacheFile
-	if json.Unmarshal(b, &f) != nil || f.Key != key || len(f.Tiers) == 0 {
-		return nil
+	st, _ := parseTierCache(b, key) // nil when it is not this key's
+	return st
+}
+
+// formatTierCache is the file's content for st under key.
+func formatTierCache(key string, st []TierStatus) []byte {
+	b := strconv.AppendQuote(nil, key)
+	for _, s := range st {
+		b = append(b, '\n')
+		b = strconv.AppendQuote(b, string(s.Tier))
+		b = append(b, ' ')
+		b = strconv.AppendBool(b, s.Works)
+		b = append(b, ' ')
+		b = strconv.AppendQuote(b, s.Reason)
 	}
-	return f.Tiers
+	return append(b, '\n', '\n')
+}
+
+// parseTierCache reads a file formatTierCache wrote; ok is false when it
+// is not one, holds no tier, or holds another key than key.
+func parseTierCache(b []byte, key string) (st []TierStatus, ok bool) {
+	text := string(b)
+	// next takes a token ended by sep off text: quoted (unquoted then),
+	// or up to sep.
+	next := func(quoted bool, sep string) (string, bool) {
+		tok, err := strconv.QuotedPrefix(text)
+		if !quoted {
+			tok, _, _ = strings.Cut(text, sep)
+			err = nil
+		}
+		if err != nil || !strings.HasPrefix(text[len(tok):], sep) {
+			return "", false
+		}
+		text = text[len(tok)+len(sep):]
+		if !quoted {
+			return tok, true
+		}
+		v, err := strconv.Unquote(tok)
+		return v, err == nil
+	}
+	if k, ok := next(true, "\n"); !ok || k != key {
+		return nil, false
+	}
+	for text != "\n" { // the blank last line: a cut file is no file
+		tier, ok1 := next(true, " ")
+		works, ok2 := next(false, " ")
+		reason, ok3 := next(true, "\n")
+		w, err := strconv.ParseBool(works)
+		if !ok1 || !ok2 || !ok3 || err != nil {
+			return nil, false
+		}
+		st = append(st, TierStatus{Tier: Tier(tier), Works: w, Reason: reason})
+	}
+	return st, len(st) > 0
 }
 
 // storeTierCache records st as the detection for cfg, replacing the file
@@ -68,10 +116,7 @@ func storeTierCache(cfg Config, st []TierStatus) {
 	if cfg.TierCache == "" || key == "" {
 		return
 	}
-	b, err := json.Marshal(tierCacheFile{Key: key, Tiers: st})
-	if err != nil {
-		return
-	}
+	b := formatTierCache(key, st)
 	dir := filepath.Dir(cfg.TierCache)
 	if os.MkdirAll(dir, 0o700) != nil {
 		return

@@ -1,7 +1,6 @@
 package killtree
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -16,11 +15,7 @@ func writeTierCache(t *testing.T, cfg Config, key string, st []TierStatus) {
 	if key == "" {
 		key = tierCacheKey(cfg.withDefaults())
 	}
-	b, err := json.Marshal(tierCacheFile{Key: key, Tiers: st})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(cfg.TierCache, b, 0o600); err != nil {
+	if err := os.WriteFile(cfg.TierCache, formatTierCache(key, st), 0o600); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -49,7 +44,7 @@ func TestTierCache(t *testing.T) {
 	if !tierWorks(safety.Name(), TierCgroup2) {
 		t.Skip("tier cgroup2 does not work here")
 	}
-	cfg := Config{CgroupParent: safety.Name(), TierCache: filepath.Join(t.TempDir(), "tiers.json")}
+	cfg := Config{CgroupParent: safety.Name(), TierCache: filepath.Join(t.TempDir(), "tiers")}
 	newStart := func(t *testing.T) *Manager {
 		t.Helper()
 		m, err := New(cfg)

@@ -73,7 +73,7 @@ func TierCache(dataDir string) string {
 	if dataDir == "" {
 		return ""
 	}
-	return filepath.Join(dataDir, "tiers.json")
+	return filepath.Join(dataDir, "tiers")
 }
 
 // Grace is the --grace flag of run, serve and mcp as the supervisor takes

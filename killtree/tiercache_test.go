@@ -1,0 +1,73 @@
+package killtree
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestTierCacheFormat: what formatTierCache writes parseTierCache reads
+// back exactly, whatever the reasons hold, and a file that is cut, has
+// another key, or is no such file is refused whole.
+func TestTierCacheFormat(t *testing.T) {
+	key := "killtree-tiers-2\nboot\n0\n0::/a b\n\ncorral\ntrue"
+	st := []TierStatus{
+		{Tier: TierCgroup2, Works: true, Reason: "leaves under /sys/fs/cgroup/corral; \"quoted\"\nsecond line \x00\xff é"},
+		{Tier: TierPgroup, Works: false, Reason: ""},
+		{Tier: "a tier with spaces", Works: true, Reason: " true \"x\" "},
+	}
+	b := formatTierCache(key, st)
+	got, ok := parseTierCache(b, key)
+	if !ok {
+		t.Fatalf("parse of %q refused", b)
+	}
+	if d := cmp.Diff(st, got); d != "" {
+		t.Errorf("round trip (-want +got):\n%s", d)
+	}
+	if _, ok := parseTierCache(b, key+"x"); ok {
+		t.Error("a file of another key was read")
+	}
+	for n := range len(b) {
+		if st, ok := parseTierCache(b[:n], key); ok || st != nil {
+			t.Errorf("the file cut to %d of %d bytes was read: %v", n, len(b), st)
+		}
+	}
+	for _, bad := range []string{
+		"",
+		`{"key":"k","tiers":[{"Tier":"pgroup","Works":true}]}`, // the JSON form of killtree-tiers-1
+		`"k"` + "\n\n",                                          // no tier
+		`"k"` + "\n" + `"pgroup" yes ""` + "\n\n",
+		`"k"` + "\n" + `"pgroup" true ""` + "\nextra\n\n",
+		`"k"` + "\n" + `"pgroup" true ""` + "\n\n\n",
+		`"k"` + "\n" + `"pgroup" true "unterminated` + "\n\n",
+		`"k"` + "\n" + `pgroup true ""` + "\n\n",
+	} {
+		if st, ok := parseTierCache([]byte(bad), "k"); ok || st != nil {
+			t.Errorf("parse of %q: %v, %v; want refused", bad, st, ok)
+		}
+	}
+}
+
+// FuzzParseTierCache: parsing any bytes neither panics nor returns tiers
+// without ok, and what it reads survives a format and parse unchanged.
+func FuzzParseTierCache(f *testing.F) {
+	f.Add(string(formatTierCache("k", []TierStatus{{Tier: TierPgroup, Works: true, Reason: "r"}})), "k")
+	f.Add(`"k"`+"\n"+`"cgroup2" 1 "a\nb"`+"\n\n", "k")
+	f.Fuzz(func(t *testing.T, text, key string) {
+		st, ok := parseTierCache([]byte(text), key)
+		if !ok {
+			if st != nil {
+				t.Fatalf("refused but returned %v", st)
+			}
+			return
+		}
+		if !strings.HasSuffix(text, "\n\n") {
+			t.Fatalf("read %q, which does not end with the blank line", text)
+		}
+		again, ok := parseTierCache(formatTierCache(key, st), key)
+		if !ok || !cmp.Equal(st, again) {
+			t.Fatalf("format and parse of %v: %v, %v", st, again, ok)
+		}
+	})
+}
