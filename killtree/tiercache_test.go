@@ -36,7 +36,7 @@ func TestTierCacheFormat(t *testing.T) {
 	for _, bad := range []string{
 		"",
 		`{"key":"k","tiers":[{"Tier":"pgroup","Works":true}]}`, // the JSON form of killtree-tiers-1
-		`"k"` + "\n\n",                                          // no tier
+		`"k"` + "\n\n", // no tier
 		`"k"` + "\n" + `"pgroup" yes ""` + "\n\n",
 		`"k"` + "\n" + `"pgroup" true ""` + "\nextra\n\n",
 		`"k"` + "\n" + `"pgroup" true ""` + "\n\n\n",
