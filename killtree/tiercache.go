@@ -74,15 +74,18 @@ func formatTierCache(key string, st []TierStatus) []byte {
 // is not one, holds no tier, or holds another key than key.
 func parseTierCache(b []byte, key string) (st []TierStatus, ok bool) {
 	text := string(b)
-	// next takes a token ended by sep off text: quoted (unquoted then),
-	// or up to sep.
+	// next takes a token ended by sep off text: a quoted string
+	// (returned unquoted), or else everything up to sep.
 	next := func(quoted bool, sep string) (string, bool) {
-		tok, err := strconv.QuotedPrefix(text)
-		if !quoted {
-			tok, _, _ = strings.Cut(text, sep)
-			err = nil
+		tok, _, _ := strings.Cut(text, sep)
+		if quoted {
+			q, err := strconv.QuotedPrefix(text)
+			if err != nil {
+				return "", false
+			}
+			tok = q
 		}
-		if err != nil || !strings.HasPrefix(text[len(tok):], sep) {
+		if !strings.HasPrefix(text[len(tok):], sep) {
 			return "", false
 		}
 		text = text[len(tok)+len(sep):]
