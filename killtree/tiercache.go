@@ -52,8 +52,7 @@ func loadTierCache(cfg Config) []TierStatus {
 	if key == "" || err != nil {
 		return nil
 	}
-	st, _ := parseTierCache(b, key) // nil when it is not this key's
-	return st
+	return parseTierCache(b, key)
 }
 
 // formatTierCache is the file's content for st under key.
@@ -70,9 +69,9 @@ func formatTierCache(key string, st []TierStatus) []byte {
 	return append(b, '\n', '\n')
 }
 
-// parseTierCache reads a file formatTierCache wrote; ok is false when it
-// is not one, holds no tier, or holds another key than key.
-func parseTierCache(b []byte, key string) (st []TierStatus, ok bool) {
+// parseTierCache reads a file formatTierCache wrote; it returns nil when
+// b is not one, holds no tier, or holds another key than key.
+func parseTierCache(b []byte, key string) []TierStatus {
 	text := string(b)
 	// next takes a token ended by sep off text: a quoted string
 	// (returned unquoted), or else everything up to sep.
@@ -96,19 +95,20 @@ func parseTierCache(b []byte, key string) (st []TierStatus, ok bool) {
 		return v, err == nil
 	}
 	if k, ok := next(true, "\n"); !ok || k != key {
-		return nil, false
+		return nil
 	}
+	var st []TierStatus
 	for text != "\n" { // the blank last line: a cut file is no file
 		tier, ok1 := next(true, " ")
 		works, ok2 := next(false, " ")
 		reason, ok3 := next(true, "\n")
 		w, err := strconv.ParseBool(works)
 		if !ok1 || !ok2 || !ok3 || err != nil {
-			return nil, false
+			return nil
 		}
 		st = append(st, TierStatus{Tier: Tier(tier), Works: w, Reason: reason})
 	}
-	return st, len(st) > 0
+	return st
 }
 
 // storeTierCache records st as the detection for cfg, replacing the file

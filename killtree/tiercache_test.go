@@ -18,18 +18,18 @@ func TestTierCacheFormat(t *testing.T) {
 		{Tier: "a tier with spaces", Works: true, Reason: " true \"x\" "},
 	}
 	b := formatTierCache(key, st)
-	got, ok := parseTierCache(b, key)
-	if !ok {
+	got := parseTierCache(b, key)
+	if got == nil {
 		t.Fatalf("parse of %q refused", b)
 	}
 	if d := cmp.Diff(st, got); d != "" {
 		t.Errorf("round trip (-want +got):\n%s", d)
 	}
-	if _, ok := parseTierCache(b, key+"x"); ok {
+	if parseTierCache(b, key+"x") != nil {
 		t.Error("a file of another key was read")
 	}
 	for n := range len(b) {
-		if st, ok := parseTierCache(b[:n], key); ok || st != nil {
+		if st := parseTierCache(b[:n], key); st != nil {
 			t.Errorf("the file cut to %d of %d bytes was read: %v", n, len(b), st)
 		}
 	}
@@ -43,31 +43,28 @@ func TestTierCacheFormat(t *testing.T) {
 		`"k"` + "\n" + `"pgroup" true "unterminated` + "\n\n",
 		`"k"` + "\n" + `pgroup true ""` + "\n\n",
 	} {
-		if st, ok := parseTierCache([]byte(bad), "k"); ok || st != nil {
-			t.Errorf("parse of %q: %v, %v; want refused", bad, st, ok)
+		if st := parseTierCache([]byte(bad), "k"); st != nil {
+			t.Errorf("parse of %q: %v; want refused", bad, st)
 		}
 	}
 }
 
-// FuzzParseTierCache: parsing any bytes neither panics nor returns tiers
-// without ok, and what it reads survives a format and parse unchanged.
+// FuzzParseTierCache: parsing any bytes does not panic, reads only what
+// ends with the blank line, and what it reads survives a format and parse
+// unchanged.
 func FuzzParseTierCache(f *testing.F) {
 	f.Add(string(formatTierCache("k", []TierStatus{{Tier: TierPgroup, Works: true, Reason: "r"}})), "k")
 	f.Add(`"k"`+"\n"+`"cgroup2" 1 "a\nb"`+"\n\n", "k")
 	f.Fuzz(func(t *testing.T, text, key string) {
-		st, ok := parseTierCache([]byte(text), key)
-		if !ok {
-			if st != nil {
-				t.Fatalf("refused but returned %v", st)
-			}
+		st := parseTierCache([]byte(text), key)
+		if st == nil {
 			return
 		}
 		if !strings.HasSuffix(text, "\n\n") {
 			t.Fatalf("read %q, which does not end with the blank line", text)
 		}
-		again, ok := parseTierCache(formatTierCache(key, st), key)
-		if !ok || !cmp.Equal(st, again) {
-			t.Fatalf("format and parse of %v: %v, %v", st, again, ok)
+		if again := parseTierCache(formatTierCache(key, st), key); !cmp.Equal(st, again) {
+			t.Fatalf("format and parse of %v: %v", st, again)
 		}
 	})
 }
