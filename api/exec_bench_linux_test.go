@@ -39,7 +39,9 @@ import (
 // spawn and the Result's after it, without corral around it
 // (bash-journal-p50-ms, floor-p50-ratio: what the promise that a Result is
 // synced before the call returns costs on this store and disk before
-// anything else; its Result is the one the exec returned).
+// anything else; its Result is the one the exec returned); the third serves
+// that floor over HTTP from a plain handler (http-bash-journal-p50-ms,
+// http-floor-p50-ratio: the promise and the transport, nothing of corral's).
 //
 //	go test -run '^$' -bench ExecTrue -benchtime 300x ./api
 func BenchmarkExecTrue(b *testing.B) {
@@ -124,6 +126,21 @@ func BenchmarkExecTrue(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	// The same floor served over HTTP: a plain net/http handler that
+	// reads the request, does the journaled spawn and writes the Result,
+	// on a server of its own reached by the same client. What /v1/exec
+	// adds over it is corral's own: the containment, the capture, the
+	// Result's shaping and the API's handler chain.
+	floorTS := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.Copy(io.Discard, r.Body); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		spawnJournaled()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(result)
+	}))
+	defer floorTS.Close()
 	f, err := os.OpenFile(filepath.Join(dir, "journal", "fsync-floor"), os.O_CREATE|os.O_WRONLY, 0o600)
 	if err != nil {
 		b.Fatal(err)
@@ -150,6 +167,7 @@ func BenchmarkExecTrue(b *testing.B) {
 		{name: "fsync", fn: fsync},
 		{name: "exec-no-journal", fn: post(bareTS.URL)},
 		{name: "bash-journal", fn: spawnJournaled},
+		{name: "http-bash-journal", fn: post(floorTS.URL)},
 	}
 	// Each row once before the loop: the first exec opens the connection
 	// and the session's journal, the first floor row its session.
@@ -189,5 +207,6 @@ func BenchmarkExecTrue(b *testing.B) {
 	b.ReportMetric(ratio("exec"), "p50-ratio")
 	b.ReportMetric(ratio("exec-no-journal"), "no-journal-p50-ratio")
 	b.ReportMetric(ratio("bash-journal"), "floor-p50-ratio")
+	b.ReportMetric(ratio("http-bash-journal"), "http-floor-p50-ratio")
 	b.ReportMetric(ratios[len(ratios)/2], "median-ratio")
 }

@@ -67,44 +67,70 @@ func corralRun(bin, dataDir, command string) *exec.Cmd {
 // BenchmarkRunTrue: `corral run -- true` against `bash -c true`, for the
 // binary `go build` makes here (cgo on where a C compiler is: os/user and
 // net then link the C library, and each start runs the dynamic loader) and
-// for the one deploy/Containerfile ships (CGO_ENABLED=0: static); floor is
-// a Go program that does nothing but exit, against the same bash: one Go
-// runtime start, which every corral start pays before its own code runs;
-// floor-exec is a Go program that runs bash -c true with os/exec and
-// waits: what any Go wrapper of the command pays, with no containment,
-// watchdog or capture.
+// for the one deploy/Containerfile ships (CGO_ENABLED=0: static). The other
+// rows say where that time goes, each against the same bash:
+//   - start=static: `corral version`, the static binary's start, package
+//     initialisation and exit, and no command;
+//   - floor: a Go program that does nothing but exit, one Go runtime start;
+//   - floor-exec: a Go program that runs bash -c true with os/exec and
+//     waits: what any Go wrapper of the command pays, with no containment,
+//     watchdog or capture;
+//   - floor-contained (testdata/floor/contained.go): floor-exec plus the
+//     kernel's part of corral's promise, done the cheapest way a Go program
+//     can: a watchdog re-executed and killed, a cgroup made where corral's
+//     tier makes its containment here, bash cloned into it, the cgroup
+//     removed; floor-cgroup is the same without the watchdog. Both need
+//     root or a delegated cgroup; without them they are skipped.
 func BenchmarkRunTrue(b *testing.B) {
 	dir := b.TempDir()
-	bins := map[string]string{"default": corralBinary(b), "static": buildStatic(b, dir, "static", ".")}
-	for _, name := range []string{"default", "static"} {
-		b.Run("build="+name, func(b *testing.B) {
-			data := b.TempDir()
-			timed(b, corralRun(bins[name], data, "true")) // fills the tier cache, as any first run does
-			var p pairTimes
-			for b.Loop() {
-				p.a = append(p.a, timed(b, corralRun(bins[name], data, "true")))
-				p.b = append(p.b, timed(b, exec.Command("bash", "-c", "true")))
-			}
-			p.report(b, "corral", "bash", false)
-		})
+	static := buildStatic(b, dir, "static", ".")
+	srcs := map[string]string{
+		"go-exit": "package main\n\nimport \"os\"\n\nfunc main() { os.Exit(0) }\n",
+		"go-exec": "package main\n\nimport (\n\t\"os\"\n\t\"os/exec\"\n)\n\nfunc main() {\n\tif exec.Command(\"bash\", \"-c\", \"true\").Run() != nil {\n\t\tos.Exit(1)\n\t}\n}\n",
 	}
-	floors := []struct{ row, name, prog string }{
-		{"floor", "go-exit", "package main\n\nimport \"os\"\n\nfunc main() { os.Exit(0) }\n"},
-		{"floor-exec", "go-exec", "package main\n\nimport (\n\t\"os\"\n\t\"os/exec\"\n)\n\nfunc main() {\n\tif exec.Command(\"bash\", \"-c\", \"true\").Run() != nil {\n\t\tos.Exit(1)\n\t}\n}\n"},
-	}
-	for _, f := range floors {
-		b.Run(f.row, func(b *testing.B) {
-			src := filepath.Join(dir, f.name+".go")
-			if err := os.WriteFile(src, []byte(f.prog), 0o644); err != nil {
+	floor := func(name string) string {
+		src, err := filepath.Abs(filepath.Join("testdata", "floor", "contained.go"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if prog, ok := srcs[name]; ok {
+			src = filepath.Join(dir, name+".go")
+			if err := os.WriteFile(src, []byte(prog), 0o644); err != nil {
 				b.Fatal(err)
 			}
-			bin := buildStatic(b, dir, f.name, src)
+		}
+		return buildStatic(b, dir, name, src)
+	}
+	data := b.TempDir()
+	rows := []struct {
+		row, name string
+		cmd       func() *exec.Cmd
+	}{
+		{"build=default", "corral", func() *exec.Cmd { return corralRun(corralBinary(b), data, "true") }},
+		{"build=static", "corral", func() *exec.Cmd { return corralRun(static, data, "true") }},
+		{"start=static", "corral-version", func() *exec.Cmd { return exec.Command(static, "version") }},
+		{"floor", "go-exit", func() *exec.Cmd { return exec.Command(floor("go-exit")) }},
+		{"floor-exec", "go-exec", func() *exec.Cmd { return exec.Command(floor("go-exec")) }},
+		{"floor-cgroup", "go-cgroup", func() *exec.Cmd { return exec.Command(floor("go-contained"), "-no-watchdog") }},
+		{"floor-contained", "go-contained", func() *exec.Cmd { return exec.Command(floor("go-contained")) }},
+	}
+	for _, r := range rows {
+		b.Run(r.row, func(b *testing.B) {
+			first := r.cmd() // builds what the row runs; a corral run fills the tier cache, as any first run does
+			if out, err := first.CombinedOutput(); err != nil {
+				if r.name == "corral" {
+					b.Fatalf("%v: %v: %s", first.Args, err, out)
+				}
+				b.Skipf("%v: %v: %s", first.Args, err, out) // a floor row without root or a delegated cgroup
+			}
 			var p pairTimes
 			for b.Loop() {
-				p.a = append(p.a, timed(b, exec.Command(bin)))
+				cmd := exec.Command(first.Path, first.Args[1:]...)
+				cmd.Env = first.Env
+				p.a = append(p.a, timed(b, cmd))
 				p.b = append(p.b, timed(b, exec.Command("bash", "-c", "true")))
 			}
-			p.report(b, f.name, "bash", false)
+			p.report(b, r.name, "bash", false)
 		})
 	}
 }
