@@ -10,12 +10,14 @@
 // sets its pids.max, runs bash -c true in it, waits, removes the
 // directories, and kills and reaps the watchdog. No capture, no tier cache,
 // no stale sweep, no limits envelope, no output; with -no-watchdog, no
-// watchdog either. It needs root or a delegated cgroup; it exits 3 when it
-// cannot make the directories.
+// watchdog either. It needs root or a delegated cgroup: it exits 3 when it
+// cannot make the directories (the benchmark then skips its row), 1 on any
+// other failure.
 package main
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -34,21 +36,28 @@ func main() {
 	}
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "contained:", err)
-		os.Exit(3)
+		var nc noCgroup
+		if errors.As(err, &nc) {
+			os.Exit(3)
+		}
+		os.Exit(1)
 	}
 }
+
+// noCgroup is the failure to make the containment's directories here.
+type noCgroup struct{ error }
 
 func run() error {
 	v2, v1pids := cgroupMounts()
 	if v2 == "" {
-		return fmt.Errorf("no cgroup2 mount")
+		return noCgroup{errors.New("no cgroup2 mount")}
 	}
 	// The pids controller: on v2 when its root enables it for children,
 	// else on a v1 hierarchy (a hybrid host), as corral's tier picks.
 	ctrl, _ := os.ReadFile(filepath.Join(v2, "cgroup.subtree_control"))
 	pidsOnV2 := slices.Contains(strings.Fields(string(ctrl)), "pids")
 	if !pidsOnV2 && v1pids == "" {
-		return fmt.Errorf("no pids controller")
+		return noCgroup{errors.New("no pids controller")}
 	}
 
 	if !slices.Contains(os.Args[1:], "-no-watchdog") {
@@ -73,7 +82,7 @@ func run() error {
 	name := fmt.Sprintf("corral-floor-%d", os.Getpid())
 	leaf := filepath.Join(v2, name)
 	if err := os.Mkdir(leaf, 0o755); err != nil {
-		return err
+		return noCgroup{err}
 	}
 	defer os.Remove(leaf)
 	var v1leaf string
@@ -84,7 +93,7 @@ func run() error {
 	} else {
 		v1leaf = filepath.Join(v1pids, name)
 		if err := os.Mkdir(v1leaf, 0o755); err != nil {
-			return err
+			return noCgroup{err}
 		}
 		defer os.Remove(v1leaf)
 		if err := os.WriteFile(filepath.Join(v1leaf, "pids.max"), []byte("4096"), 0); err != nil {
