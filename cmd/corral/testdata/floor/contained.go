@@ -131,6 +131,8 @@ func run() error {
 
 // cgroupMounts returns the cgroup2 mount point and the mount point of the
 // cgroup v1 hierarchy that carries the pids controller ("" for none).
+// killtree/internal/procfs.CgroupMounts reads the same lines, but a floor
+// imports none of corral's code (nor could it: that package is killtree's).
 func cgroupMounts() (v2, v1pids string) {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
