@@ -313,6 +313,9 @@ func TestWatchdogIsThisBinary(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if err := m.plat.awaitSetup(); err != nil {
+			t.Fatal(err)
+		}
 		wd := m.plat.wd
 		if (wd != nil) != c.want {
 			t.Errorf("%+v: watchdog %v, want %v", c.cfg, wd != nil, c.want)
@@ -332,6 +335,87 @@ func TestWatchdogIsThisBinary(t *testing.T) {
 		}
 		if err := m.Close(); err != nil {
 			t.Error(err)
+		}
+	}
+}
+
+// TestWatchdogStartFails: New starts the watchdog beside the rest of its
+// setup. When that start fails, a server's New fails; a sole-tree
+// Manager's (the CLI's) New returns and its first Start fails with the
+// reason, starting nothing, and Close leaves no directory behind. No
+// command ever runs unguarded.
+func TestWatchdogStartFails(t *testing.T) {
+	safety := proctest.Safe(t, safetyPids)
+	if !tierWorks(safety.Name(), TierCgroup2) {
+		t.Skip("needs a writable cgroup2 hierarchy")
+	}
+	old := watchdogPath
+	watchdogPath = filepath.Join(t.TempDir(), "no-such-binary")
+	defer func() { watchdogPath = old }()
+
+	if m, err := New(Config{Tier: TierCgroup2, CgroupParent: safety.Name()}); err == nil || !strings.Contains(err.Error(), "watchdog") {
+		if m != nil {
+			_ = m.Close()
+		}
+		t.Errorf("a server's New with a watchdog that cannot start: %v, want its error", err)
+	}
+
+	m, err := New(Config{Tier: TierCgroup2, CgroupParent: safety.Name(), SoleTree: true})
+	if err != nil {
+		t.Fatalf("a sole-tree New: %v, want the error at Start", err)
+	}
+	entry, marker := proctest.Marker(t)
+	defer proctest.NoSurvivors(t, marker, 0)
+	cmd := exec.Command("sleep", "100")
+	cmd.Env = append(os.Environ(), entry)
+	tr, err := m.Start(cmd)
+	if err == nil || !strings.Contains(err.Error(), "watchdog") {
+		if tr != nil {
+			_, _ = tr.Kill()
+			_ = cmd.Wait()
+			_ = tr.Close()
+		}
+		t.Errorf("Start with no watchdog: %v, want the watchdog's error", err)
+	}
+	if cmd.Process != nil {
+		t.Errorf("Start with no watchdog started the command (pid %d)", cmd.Process.Pid)
+	}
+	if err := m.Close(); err != nil {
+		t.Error(err)
+	}
+	for _, d := range m.plat.mnt.instanceDirs(safety.Name(), m.plat.instance) {
+		if _, err := os.Stat(d); err == nil {
+			t.Errorf("%s is left after Close", d)
+		}
+	}
+}
+
+// TestCloseReapsWatchdog: Close, a sole-tree Manager's too (the CLI's),
+// returns with its watchdog killed and reaped: a corral run that exited
+// before would leave the zombie to its caller, and a caller that is a child
+// subreaper (a supervisor, as corral is) would then hold it.
+func TestCloseReapsWatchdog(t *testing.T) {
+	safety := proctest.Safe(t, safetyPids)
+	for _, cfg := range []Config{
+		{Tier: TierPgroup, CgroupParent: safety.Name()},                  // a server
+		{Tier: TierCgroup2, CgroupParent: safety.Name(), SoleTree: true}, // the CLI
+	} {
+		if cfg.Tier != TierPgroup && !tierWorks(safety.Name(), cfg.Tier) {
+			continue
+		}
+		m, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.plat.awaitSetup(); err != nil {
+			t.Fatal(err)
+		}
+		pid := m.plat.wd.cmd.Process.Pid
+		if err := m.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if st, ok := readStat(pid, make([]byte, 1024)); ok {
+			t.Errorf("%+v: the watchdog %d exists after Close (state %c), want it reaped", cfg, pid, st.state)
 		}
 	}
 }

@@ -301,7 +301,10 @@ type Manager struct {
 // Linux it makes this process a child subreaper, kills and removes
 // containments left by dead instances, and starts the watchdog (none for a
 // Config.SoleTree Manager on pgroup). A forced tier that does not work
-// returns an error wrapping ErrUnavailable.
+// returns an error wrapping ErrUnavailable. The last two steps run in the
+// background; no Start starts a command before they are done. A watchdog
+// that cannot start fails New, or for a Config.SoleTree Manager (whose
+// one Start follows at once) its first Start.
 func New(cfg Config) (*Manager, error) {
 	cfg = cfg.withDefaults()
 	st, cached := detectFor(cfg)

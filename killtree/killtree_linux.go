@@ -6,6 +6,7 @@ import (
 	"github.com/corral-sh/corral/killtree/internal/procfs"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -54,11 +55,13 @@ type platform struct {
 	tier     Tier
 	instance string
 	mnt      *mounts
-	wd       *watchdog
-	prep     *preparer    // the cgroup tiers' next containment; nil on pgroup
-	own      *procfs.File // this process's children list; nil without CONFIG_PROC_CHILDREN
-	homes    *homes       // the cgroup tiers' thread-trick homes; nil on pgroup
-	births   births       // when each tree lived (Config.OwnProcess)
+	wd       *watchdog     // set before setup is closed; nil without one
+	setup    chan struct{} // closed when the background setup is done (awaitSetup)
+	setupErr error         // the watchdog's start failure; read after setup is closed
+	prep     *preparer     // the cgroup tiers' next containment; nil on pgroup
+	own      *procfs.File  // this process's children list; nil without CONFIG_PROC_CHILDREN
+	homes    *homes        // the cgroup tiers' thread-trick homes; nil on pgroup
+	births   births        // when each tree lived (Config.OwnProcess)
 
 	instancePids atomic.Int64 // Config.instancePids for the containments made from now on (capInstance)
 
@@ -77,19 +80,20 @@ func newPlatform(cfg Config, tier Tier) (*platform, error) {
 	if err := becomeSubreaper(); err != nil {
 		return nil, err
 	}
-	p := &platform{cfg: cfg, tier: tier, instance: instance(), mnt: findMounts(), own: openOwnChildren()}
-	sweepStale(p.mnt, cfg.CgroupParent)
+	// The mount table first: its check of this process's cgroup
+	// (busyCgroup2) must not meet the watchdog before it is known as ours.
+	p := &platform{cfg: cfg, tier: tier, instance: instance(), mnt: findMounts(), setup: make(chan struct{})}
+	// One watchdog per Manager; a sole-tree Manager (the CLI) on pgroup
+	// has no containment for it to guard (doc.go, Promises).
+	guard := !noWatchdog && !(cfg.SoleTree && tier == TierPgroup)
+	go p.setUp(guard)
+	// setUp runs now, on this thread, and this goroutine goes on on
+	// another: left to the scheduler, setUp would wait until this one
+	// blocks, and New and its caller's setup do not before the first
+	// Start.
+	runtime.Gosched()
+	p.own = openOwnChildren()
 	p.lastStale.Store(time.Now().UnixNano())
-	if !noWatchdog && !(cfg.SoleTree && tier == TierPgroup) {
-		// One watchdog per Manager; a sole-tree Manager (the CLI) on
-		// pgroup has no containment for it to guard (doc.go, Promises).
-		wd, err := startWatchdog(p.instance, p.mnt.instanceDirs(cfg.CgroupParent, p.instance))
-		if err != nil {
-			p.own.Close()
-			return nil, err
-		}
-		p.wd = wd
-	}
 	p.births.since = bootTicks()
 	if tier == TierCgroup2 || tier == TierCgroup1 {
 		p.homes = &homes{}
@@ -98,7 +102,37 @@ func newPlatform(cfg Config, tier Tier) (*platform, error) {
 		}
 		p.prep = newPreparer(p.newContainment, cfg.SoleTree)
 	}
+	if !cfg.SoleTree {
+		// A server learns now that it cannot guard its commands; the
+		// CLI, whose one command follows at once, at its Start.
+		if err := p.awaitSetup(); err != nil {
+			_ = p.close()
+			return nil, err
+		}
+	}
 	return p, nil
+}
+
+// setUp is the part of New that runs beside the rest of it and the
+// caller's own setup: the watchdog's start when guard is set (a vfork and an
+// exec, the longest step of New) and the stale sweep (a walk of the
+// instances' directories). It closes setup when both are done. No command
+// starts before (awaitSetup): none runs unguarded, and none beside a dead
+// instance's containments.
+func (p *platform) setUp(guard bool) {
+	defer close(p.setup)
+	var sweep sync.WaitGroup
+	sweep.Go(func() { sweepStale(p.mnt, p.cfg.CgroupParent) })
+	if guard {
+		p.wd, p.setupErr = startWatchdog(p.instance, p.mnt.instanceDirs(p.cfg.CgroupParent, p.instance))
+	}
+	sweep.Wait()
+}
+
+// awaitSetup waits for setUp and returns the watchdog's start failure.
+func (p *platform) awaitSetup() error {
+	<-p.setup
+	return p.setupErr
 }
 
 func (p *platform) newContainment(id string) (containment, error) {
@@ -131,6 +165,9 @@ func (p *platform) newLimited(id string, lim Limits) (containment, error) {
 // the one prepared in the background on the cgroup tiers if it is ready
 // and can take lim (retune), else one made now.
 func (p *platform) start(cmd *exec.Cmd, lim Limits, name func(id string)) (containment, error) {
+	if err := p.awaitSetup(); err != nil {
+		return nil, err
+	}
 	p.sweepStaleSoon()
 	newC := func(id string) (containment, error) { return p.newLimited(id, lim) }
 	if p.prep == nil {
@@ -200,6 +237,7 @@ func (p *platform) close() error {
 	p.staleDone = true
 	p.staleMu.Unlock()
 	p.staleWG.Wait()
+	_ = p.awaitSetup() // a failed start left no watchdog to stop
 	var err error
 	if p.prep != nil {
 		err = p.prep.close() // the containments' removals: the watchdog guards them until they are done

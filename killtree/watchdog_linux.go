@@ -41,6 +41,10 @@ const (
 	watchdogEnv  = "CORRAL_KILLTREE_WATCHDOG"
 )
 
+// watchdogPath is the binary the watchdog runs: this one. A variable for
+// the tests, which make its start fail.
+var watchdogPath = "/proc/self/exe"
+
 // runWatchdog is the watchdog's whole life; it returns its exit code.
 func runWatchdog(args []string) int {
 	if len(args) < 1 || !validInstance(args[0]) {
@@ -104,7 +108,7 @@ type watchdog struct {
 // live under dirs.
 func startWatchdog(inst string, dirs []string) (*watchdog, error) {
 	cmd := &exec.Cmd{
-		Path: "/proc/self/exe",
+		Path: watchdogPath,
 		Args: append([]string{watchdogArg0, inst}, dirs...),
 		// One P: it starts the runtime and then blocks reading its
 		// stdin, and it should take as little as it can of the CPU the

@@ -26,10 +26,29 @@ var errUsage = cli.ErrUsage
 type exitError = cli.ExitError
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	m := &Main{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}
+	ctx, interrupted := context.WithCancel(context.Background())
+	m := &Main{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv,
+		Interrupts: notifyInterrupts(interrupted)}
 	os.Exit(m.Run(ctx, os.Args[1:]))
+}
+
+// notifyInterrupts calls interrupted at the first SIGINT or SIGTERM. The
+// handler is installed in the background: os/signal's first Notify starts
+// two threads, and corral run's setup need not wait for them; its command
+// does (Main.Interrupts). A signal that comes before ends corral as it would
+// during the runtime's start, and nothing of the command runs yet (its
+// watchdog, if started, removes what was made). The returned channel is
+// closed once the handler is in place.
+func notifyInterrupts(interrupted func()) <-chan struct{} {
+	installed := make(chan struct{})
+	go func() {
+		ch := make(chan os.Signal, 1)
+		signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+		close(installed)
+		<-ch
+		interrupted()
+	}()
+	return installed
 }
 
 // Main is the CLI with its streams and environment injected, for tests.
@@ -37,6 +56,10 @@ type Main struct {
 	Stdin          io.Reader // read by corral run --stdin -
 	Stdout, Stderr io.Writer
 	Getenv         func(string) string
+	// Interrupts, when set, is closed once SIGINT and SIGTERM cancel the
+	// context Run is given (notifyInterrupts): corral run starts its
+	// command only after.
+	Interrupts <-chan struct{}
 }
 
 const usage = `corral runs shell commands under supervision and returns a bounded result.

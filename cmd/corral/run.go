@@ -138,6 +138,9 @@ func (m *Main) run(ctx context.Context, args []string) error {
 	if !f.json {
 		req.OnEvent = m.stream
 	}
+	if m.Interrupts != nil {
+		<-m.Interrupts // an interrupt from now on is one the command's Result tells
+	}
 	var res supervisor.Result
 	if f.tty {
 		if f.stdin != "" {
