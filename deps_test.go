@@ -28,11 +28,14 @@ var layers = map[string][]string{
 	"killtree/internal/procfs": {"golang.org/x/sys"},
 	"killtree":                 {"killtree/internal/procfs", "golang.org/x/sys"},
 	"journal":                  {"spill", "go.etcd.io/bbolt"},
-	// creack/pty and charmbracelet/x/vt: the terminals of tty commands and
-	// their screens (docs/terminals.md).
+	// creack/pty: the terminals of tty commands (docs/terminals.md).
 	"supervisor": {"capture", "ringtail", "budget", "spill", "killtree", "journal", "internal/lines",
 		"internal/utf8cut", "internal/shellstate", "internal/heapsize", "github.com/rs/zerolog", "golang.org/x/sys",
-		"github.com/creack/pty", "github.com/charmbracelet/x/vt"},
+		"github.com/creack/pty"},
+	// The terminal emulator that renders their screens, given to a
+	// Supervisor (Config.Emulator) by those that run terminals: a leaf,
+	// so that corral run does not load it.
+	"supervisor/vtemu": {"github.com/charmbracelet/x/vt"},
 	"api": {"supervisor", "spill", "budget", "journal", "api/...", "internal/loopback", "github.com/rs/zerolog",
 		"github.com/modelcontextprotocol/go-sdk", "github.com/google/jsonschema-go",
 		"github.com/prometheus/client_golang"},
@@ -45,13 +48,15 @@ var layers = map[string][]string{
 		"google.golang.org/grpc", "google.golang.org/protobuf"},
 	// What corral and corral-server share: small, corral run loads it.
 	"cmd/internal/cli": {"killtree", "supervisor"},
-	// corral run links no face (docs/startup.md): budget, spill and journal
-	// for the errors it names, killtree for its Config and Tier.
-	"cmd/corral": {"cmd/internal/cli", "supervisor", "budget", "killtree", "journal", "spill", "golang.org/x/sys"},
+	// corral run itself, which both run: budget, spill and journal for the
+	// errors it names, killtree for its Config and Tier.
+	"cmd/internal/runcmd": {"cmd/internal/cli", "supervisor", "budget", "killtree", "journal", "spill", "golang.org/x/sys"},
+	// corral links no face and no terminal emulator (docs/startup.md).
+	"cmd/corral": {"cmd/internal/cli", "cmd/internal/runcmd", "golang.org/x/sys"},
 	// The servers and doctor: budget and killtree are the types of
 	// supervisor's public API (Policy, Info, killtree.Config and Tier) and
 	// killtree.Doctor.
-	"cmd/corral-server": {"cmd/internal/cli", "api", "api/...", "supervisor", "budget", "killtree", "journal", "spill",
+	"cmd/corral-server": {"cmd/internal/cli", "cmd/internal/runcmd", "api", "api/...", "supervisor", "supervisor/vtemu", "budget", "killtree", "journal", "spill",
 		"github.com/rs/zerolog", "golang.org/x/sys", "google.golang.org/grpc"},
 	"internal/proctest": {"golang.org/x/sys"},
 	"integration/...":   {"*"}, // end-to-end tests and their kit use everything

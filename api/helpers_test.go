@@ -18,6 +18,7 @@ import (
 	"github.com/corral-sh/corral/api"
 	"github.com/corral-sh/corral/internal/proctest"
 	"github.com/corral-sh/corral/supervisor"
+	"github.com/corral-sh/corral/supervisor/vtemu"
 )
 
 func TestMain(m *testing.M) {
@@ -64,7 +65,7 @@ func withHeartbeat(d time.Duration) option {
 func newEnv(t *testing.T, opts ...option) *env {
 	t.Helper()
 	e := &env{t: t, data: t.TempDir()}
-	scfg := supervisor.Config{DataDir: e.data, Grace: 200 * time.Millisecond}
+	scfg := supervisor.Config{DataDir: e.data, Grace: 200 * time.Millisecond, Emulator: emulator}
 	acfg := api.Config{Version: "test"}
 	for _, o := range opts {
 		o(&acfg, &scfg)
@@ -184,3 +185,7 @@ func events(t *testing.T, r io.Reader, fn func(line []byte, ev supervisor.Event)
 func marked(marker, command string) string {
 	return "export " + proctest.MarkerEnv + "=" + marker + "; " + command
 }
+
+// emulator is corral's terminal emulator, as corral-server gives it
+// (supervisor.Config.Emulator).
+func emulator(cols, rows int) supervisor.Emulator { return vtemu.New(cols, rows) }

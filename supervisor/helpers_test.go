@@ -10,11 +10,16 @@ import (
 	"github.com/corral-sh/corral/budget"
 	"github.com/corral-sh/corral/internal/proctest"
 	"github.com/corral-sh/corral/killtree"
+	"github.com/corral-sh/corral/supervisor/vtemu"
 )
 
-// newSup returns a Supervisor for one test, closed at cleanup.
+// newSup returns a Supervisor for one test, closed at cleanup; with
+// corral's terminal emulator unless cfg names one.
 func newSup(t testing.TB, cfg Config) *Supervisor {
 	t.Helper()
+	if cfg.Emulator == nil {
+		cfg.Emulator = testEmulator
+	}
 	s, err := New(cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)
@@ -22,6 +27,10 @@ func newSup(t testing.TB, cfg Config) *Supervisor {
 	t.Cleanup(func() { s.Close() })
 	return s
 }
+
+// testEmulator is corral's terminal emulator (supervisor/vtemu), as
+// corral-server gives it.
+func testEmulator(cols, rows int) Emulator { return vtemu.New(cols, rows) }
 
 // marked returns req with this test's marker in its environment, and a
 // cleanup check that no process carrying the marker survives.

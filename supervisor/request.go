@@ -209,7 +209,7 @@ func (s *Supervisor) validate(r Request) (validated, error) {
 	v := validated{Request: r}
 	for _, step := range []func(*validated) error{
 		checkCommand, s.checkTiming, s.checkPlace, checkEnv,
-		s.checkRequestLimits, checkNames, checkOutput,
+		s.checkRequestLimits, checkNames, checkOutput, s.checkEmulator,
 	} {
 		if err := step(&v); err != nil {
 			return validated{}, err
@@ -322,6 +322,15 @@ func checkNames(v *validated) error {
 	}
 	if spill.ValidateName("label", v.Label) != nil {
 		return invalid("label %q %s", v.Label, spill.NameRule)
+	}
+	return nil
+}
+
+// checkEmulator refuses a terminal to a Supervisor that has no emulator
+// to render its screen (Config.Emulator).
+func (s *Supervisor) checkEmulator(v *validated) error {
+	if v.tty != nil && s.cfg.Emulator == nil {
+		return invalid("tty: this supervisor has no terminal emulator (supervisor.Config.Emulator; supervisor/vtemu has corral's)")
 	}
 	return nil
 }

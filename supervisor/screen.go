@@ -2,15 +2,12 @@ package supervisor
 
 import (
 	"fmt"
-	"io"
 
 	"regexp"
 	"strings"
 	"sync"
 
 	"github.com/corral-sh/corral/budget"
-
-	"github.com/charmbracelet/x/vt"
 )
 
 // Screen is a terminal as a person sees it now (docs/terminals.md): the
@@ -32,16 +29,41 @@ type Cursor struct {
 	Col int `json:"col"`
 }
 
+// Emulator is a terminal emulator (Config.Emulator): it renders what a
+// program writes to its terminal as a person sees it. Its methods are
+// called one at a time.
+type Emulator interface {
+	// Write feeds it the program's output.
+	Write(p []byte) (int, error)
+	// Resize changes the screen's size; Size returns it.
+	Resize(cols, rows int)
+	Size() (cols, rows int)
+	// Lines returns the text of each row, trailing blanks trimmed.
+	Lines() []string
+	// Cursor returns the cursor's position, 0-based.
+	Cursor() (row, col int)
+	// AltScreen reports whether the alternate screen is shown now,
+	// UsedAltScreen whether it was ever shown.
+	AltScreen() bool
+	UsedAltScreen() bool
+	// Title returns the title the program set last, and whether it set
+	// one.
+	Title() (string, bool)
+	// Close releases it.
+	Close() error
+}
+
 // screen renders a terminal job's output with a terminal emulator
-// (charmbracelet/x/vt). It is fed lazily, when someone looks (Screen, a
+// (Config.Emulator). It is fed lazily, when someone looks (Screen, a
 // prompt, a Result's view), from the job's tail ring by byte cursor, so the
 // drain never waits for it. When the ring has moved past what it was fed,
 // it starts over from what the ring holds (at most the capture ceiling).
 // Its memory is the emulator's, for the terminal's size (its scrollback is
 // off). Safe for concurrent use.
 type screen struct {
+	newEm  func(cols, rows int) Emulator
 	mu     sync.Mutex
-	em     *vt.Emulator   // guarded by mu
+	em     Emulator       // guarded by mu
 	fed    int64          // guarded by mu; bytes of the stream fed so far
 	title  string         // guarded by mu
 	alt    bool           // guarded by mu; the alternate screen was ever shown
@@ -65,9 +87,9 @@ var cursorHomes = sync.OnceValue(func() *regexp.Regexp {
 	return regexp.MustCompile(`\x1b\[(?:1?(?:;1?)?)?H(?:\x1b\[2J)?|\x1b\[2J`)
 })
 
-// newScreen returns a screen; its emulator is made at the first look, so a
-// terminal job nobody looks at costs none.
-func newScreen() *screen { return &screen{} }
+// newScreen returns a screen whose emulators newEm makes; its emulator is
+// made at the first look, so a terminal job nobody looks at costs none.
+func newScreen(newEm func(cols, rows int) Emulator) *screen { return &screen{newEm: newEm} }
 
 // reset starts a new emulator of size sz. Called with mu held (or before
 // the screen is shared).
@@ -75,25 +97,7 @@ func (s *screen) reset(sz TTYSize) {
 	if s.em != nil {
 		s.em.Close()
 	}
-	em := vt.NewEmulator(sz.Cols, sz.Rows)
-	em.SetScrollbackSize(0)
-	em.SetCallbacks(vt.Callbacks{
-		Title: func(t string) { s.title = t },
-		AltScreen: func(on bool) {
-			if on {
-				s.alt = true
-			}
-		},
-	})
-	// The emulator answers queries (device attributes, cursor reports)
-	// into a pipe a real terminal would send to the program; this screen
-	// is a view that answers nothing. With the pipe's write end closed the
-	// answers fail at once instead of blocking the emulator's Write until
-	// someone reads them.
-	if c, ok := em.InputPipe().(io.Closer); ok {
-		c.Close()
-	}
-	s.em = em
+	s.em = s.newEm(sz.Cols, sz.Rows)
 }
 
 // update feeds the emulator what the stream holds past what it was fed.
@@ -107,7 +111,7 @@ func (s *screen) update(r *retained, sz TTYSize) {
 	if s.em == nil {
 		s.reset(sz)
 	}
-	if s.em.Width() != sz.Cols || s.em.Height() != sz.Rows {
+	if cols, rows := s.em.Size(); cols != sz.Cols || rows != sz.Rows {
 		s.em.Resize(sz.Cols, sz.Rows)
 	}
 	data, start := r.tail.Since(s.fed)
@@ -121,8 +125,12 @@ func (s *screen) update(r *retained, sz TTYSize) {
 	s.moves += len(cursorMoves().FindAllIndex(data, -1))
 	s.homes += len(cursorHomes().FindAllIndex(data, -1))
 	s.lines += strings.Count(string(data), "\n")
-	s.em.Write(data)
+	_, _ = s.em.Write(data) // an emulator takes all it is given
 	s.fed = start + int64(len(data))
+	if t, ok := s.em.Title(); ok {
+		s.title = t
+	}
+	s.alt = s.alt || s.em.UsedAltScreen()
 }
 
 // snapshot returns the screen as it is now.
@@ -132,25 +140,9 @@ func (s *screen) snapshot() Screen {
 	if s.em == nil {
 		return Screen{Lines: []string{}}
 	}
-	w, h := s.em.Width(), s.em.Height()
-	sc := Screen{Cols: w, Rows: h, Lines: make([]string, h), AltScreen: s.em.IsAltScreen(), Title: s.title}
-	var b strings.Builder
-	for y := range h {
-		b.Reset()
-		for x := 0; x < w; {
-			c := s.em.CellAt(x, y)
-			if c == nil || c.Content == "" {
-				b.WriteByte(' ')
-				x++
-				continue
-			}
-			b.WriteString(c.Content)
-			x += max(1, c.Width)
-		}
-		sc.Lines[y] = strings.TrimRight(b.String(), " ")
-	}
-	p := s.em.CursorPosition()
-	sc.Cursor = Cursor{Row: p.Y, Col: p.X}
+	w, h := s.em.Size()
+	sc := Screen{Cols: w, Rows: h, Lines: s.em.Lines(), AltScreen: s.em.AltScreen(), Title: s.title}
+	sc.Cursor.Row, sc.Cursor.Col = s.em.Cursor()
 	return sc
 }
 

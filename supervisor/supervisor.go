@@ -48,6 +48,14 @@ type Config struct {
 	// Shell runs the command as `Shell -c COMMAND`; "" is bash from PATH, or
 	// sh where bash is absent.
 	Shell string
+	// Emulator makes the terminal emulator of a command run with a
+	// terminal (Request.TTY), which renders its screen (Jobs.Screen, the
+	// Result of a full-screen program, a waiting prompt). nil: requests
+	// with a terminal are refused. supervisor/vtemu has corral's
+	// (charmbracelet/x/vt); supervisor does not import it, so that a
+	// program that runs no terminal (corral run without --tty) does not
+	// load an emulator.
+	Emulator func(cols, rows int) Emulator
 	// DataDir is where spill files go (<DataDir>/scratch/...); "" disables
 	// spills. New creates it if missing and holds it open until Close
 	// (spill.New): a directory renamed or replaced afterwards is not followed.

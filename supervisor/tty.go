@@ -131,7 +131,7 @@ func (p *proc) openOutputs() (wOut, wErr *os.File, err error) {
 		t.slave.Close()
 		return nil, nil, fmt.Errorf("supervisor: tty: %w", err)
 	}
-	p.term, p.screen = t, newScreen()
+	p.term, p.screen = t, newScreen(p.s.cfg.Emulator)
 	p.outs.useTerminal(fd)
 	return nil, nil, nil
 }

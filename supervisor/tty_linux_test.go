@@ -1,9 +1,14 @@
 package supervisor
 
 import (
+	"context"
+	"errors"
 	"os"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/corral-sh/corral/internal/proctest"
 )
 
 // TestTTYResult: a terminal command's Result has its one stream on stdout
@@ -59,5 +64,34 @@ func TestTTYResult(t *testing.T) {
 	spilled, err := os.ReadFile(info.SpillPath)
 	if err != nil || len(spilled) != 524288 || !strings.HasSuffix(string(spilled), "99999\r\n100000\r\n") {
 		t.Errorf("spill %s: %v, %d bytes, ends %q", info.SpillPath, err, len(spilled), spilled[max(0, len(spilled)-20):])
+	}
+}
+
+// TestTTYNeedsEmulator: a Supervisor without a terminal emulator
+// (Config.Emulator) refuses a command with a terminal, by Run and as a
+// job, with an error that names what is missing, and starts nothing; a
+// command without one runs.
+func TestTTYNeedsEmulator(t *testing.T) {
+	s, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	entry, marker := proctest.Marker(t)
+	k, v, _ := strings.Cut(entry, "=")
+	defer proctest.NoSurvivors(t, marker, time.Second)
+	req := Request{Command: "echo ran; sleep 100", TTY: &TTYSize{}, Env: map[string]string{k: v}}
+	if _, err := s.Run(context.Background(), req); !errors.Is(err, ErrInvalidRequest) || !strings.Contains(err.Error(), "no terminal emulator (supervisor.Config.Emulator") {
+		t.Errorf("Run with a terminal and no emulator: %v, want the invalid request that names Config.Emulator", err)
+	}
+	if _, err := s.Jobs().Start(JobRequest{Request: req}); !errors.Is(err, ErrInvalidRequest) {
+		t.Errorf("a job with a terminal and no emulator: %v, want an invalid request", err)
+	}
+	if left := proctest.Survivors(marker); len(left) > 0 {
+		t.Errorf("a refused terminal command started: %v", left)
+	}
+	res, err := s.Run(context.Background(), Request{Command: "echo ran"})
+	if err != nil || res.Stdout != "ran\n" {
+		t.Errorf("a command without a terminal: %v %q", err, res.Stdout)
 	}
 }

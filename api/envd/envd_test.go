@@ -24,6 +24,7 @@ import (
 	"github.com/corral-sh/corral/api/envd/processpb/processpbconnect"
 	"github.com/corral-sh/corral/internal/proctest"
 	"github.com/corral-sh/corral/supervisor"
+	"github.com/corral-sh/corral/supervisor/vtemu"
 )
 
 func TestMain(m *testing.M) {
@@ -57,7 +58,7 @@ func withCapture(n int) option {
 
 func newEnv(t *testing.T, opts ...option) *env {
 	t.Helper()
-	scfg := supervisor.Config{DataDir: t.TempDir(), Grace: 200 * time.Millisecond}
+	scfg := supervisor.Config{DataDir: t.TempDir(), Grace: 200 * time.Millisecond, Emulator: emulator}
 	ecfg := envd.Config{}
 	for _, o := range opts {
 		o(&ecfg, &scfg)
@@ -846,3 +847,7 @@ func TestRunAsBoundsBasicUser(t *testing.T) {
 		}
 	}
 }
+
+// emulator is corral's terminal emulator, as corral-server gives it
+// (supervisor.Config.Emulator).
+func emulator(cols, rows int) supervisor.Emulator { return vtemu.New(cols, rows) }

@@ -23,6 +23,7 @@ import (
 	"github.com/corral-sh/corral/api/sandboxd/processpb"
 	"github.com/corral-sh/corral/internal/proctest"
 	"github.com/corral-sh/corral/supervisor"
+	"github.com/corral-sh/corral/supervisor/vtemu"
 )
 
 func TestMain(m *testing.M) {
@@ -54,7 +55,7 @@ type env struct {
 
 func newEnv(t *testing.T, tokens ...string) *env {
 	t.Helper()
-	sup, err := supervisor.New(supervisor.Config{DataDir: t.TempDir(), Grace: 200 * time.Millisecond})
+	sup, err := supervisor.New(supervisor.Config{DataDir: t.TempDir(), Grace: 200 * time.Millisecond, Emulator: emulator})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -377,3 +378,7 @@ func TestRefused(t *testing.T) {
 		}
 	}
 }
+
+// emulator is corral's terminal emulator, as corral-server gives it
+// (supervisor.Config.Emulator).
+func emulator(cols, rows int) supervisor.Emulator { return vtemu.New(cols, rows) }

@@ -10,6 +10,9 @@ import (
 
 	"github.com/corral-sh/corral/api"
 	"github.com/corral-sh/corral/cmd/internal/cli"
+	"github.com/corral-sh/corral/cmd/internal/runcmd"
+	"github.com/corral-sh/corral/supervisor"
+	"github.com/corral-sh/corral/supervisor/vtemu"
 )
 
 // Version is corral's version, set at build time with -ldflags "-X main.Version=...".
@@ -26,6 +29,10 @@ var (
 
 type limitFlags = cli.Limits
 
+// newEmulator is the terminal emulator of every Supervisor corral-server
+// makes (supervisor.Config.Emulator).
+func newEmulator(cols, rows int) supervisor.Emulator { return vtemu.New(cols, rows) }
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -41,14 +48,16 @@ type Main struct {
 	Getenv         func(string) string
 }
 
-const usage = `corral-server serves corral: corral serve, corral mcp and corral doctor run it
-(it holds the HTTP, MCP, envd and sandboxd faces, which corral run does not
-need to load). It takes the same arguments as those commands.
+const usage = `corral-server serves corral: corral serve, corral mcp, corral doctor and
+corral run --tty run it (it holds the HTTP, MCP, envd and sandboxd faces and
+the terminal emulator, which corral run does not need to load). It takes the
+same arguments as those commands.
 
 Usage:
   corral-server serve [flags]       serve the HTTP API and MCP at /mcp (see corral serve --help)
   corral-server mcp [flags]         speak MCP over stdio (see corral mcp --help)
   corral-server doctor              show every containment tier and which one is used
+  corral-server run [flags] -- CMD  corral run (corral hands its --tty runs here)
   corral-server version             print the version
 `
 
@@ -66,6 +75,11 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 		err = m.mcp(ctx, args[1:])
 	case "doctor":
 		err = m.doctor(args[1:])
+	case "run":
+		// corral run --tty comes here: corral-server has the terminal
+		// emulator corral does not load (cmd/internal/runcmd).
+		r := runcmd.Main{Stdin: m.Stdin, Stdout: m.Stdout, Stderr: m.Stderr, Getenv: m.Getenv, Emulator: newEmulator}
+		return cli.Exit(r.Run(ctx, args[1:]), m.Stderr, runcmd.ErrText)
 	case "version", "--version":
 		fmt.Fprintln(m.Stdout, "corral-server", Version)
 	case "help", "-h", "--help":

@@ -241,6 +241,7 @@ func (m *Main) newServer(f serverFlags, token, hint string, shared bool, log zer
 		return nil, nil, nil, 0, err
 	}
 	sup, err := supervisor.New(supervisor.Config{
+		Emulator:         newEmulator,
 		ReturnIdleMemory: true,
 		Journal:          jnl,
 		DataDir:          f.dataDir,

@@ -2,28 +2,18 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"syscall"
 
-	"github.com/corral-sh/corral/budget"
 	"github.com/corral-sh/corral/cmd/internal/cli"
-	"github.com/corral-sh/corral/journal"
-	"github.com/corral-sh/corral/spill"
-	"github.com/corral-sh/corral/supervisor"
+	"github.com/corral-sh/corral/cmd/internal/runcmd"
 )
 
 // Version is corral's version, set at build time with -ldflags "-X main.Version=...".
 var Version = "0.1.0-dev"
-
-// errUsage marks a command-line mistake; it exits 2.
-var errUsage = cli.ErrUsage
-
-// exitError carries an exit code out of a subcommand.
-type exitError = cli.ExitError
 
 func main() {
 	ctx, interrupted := context.WithCancel(context.Background())
@@ -71,8 +61,9 @@ Usage:
   corral doctor                     show every containment tier and which one is used
   corral version                    print the version
 
-serve, mcp and doctor are corral-server's, which corral executes: it is
-found next to corral, else on PATH.
+serve, mcp and doctor are corral-server's, and so is run --tty (corral
+loads no terminal emulator): corral executes it, found next to corral,
+else on PATH.
 
 Environment:
   CORRAL_DATA_DIR      where spill files go (default: $XDG_DATA_HOME/corral or ~/.local/share/corral)
@@ -90,7 +81,11 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 	var err error
 	switch args[0] {
 	case "run":
-		err = m.run(ctx, args[1:])
+		r := runcmd.Main{Stdin: m.Stdin, Stdout: m.Stdout, Stderr: m.Stderr, Getenv: m.Getenv, Interrupts: m.Interrupts,
+			// corral loads no terminal emulator: a --tty run is
+			// corral-server's, which has one.
+			Elsewhere: func(args []string) error { return m.server(append([]string{"run"}, args...)) }}
+		err = r.Run(ctx, args[1:])
 	case "serve", "mcp", "doctor":
 		err = m.server(args)
 	case "version", "--version":
@@ -101,32 +96,5 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 		fmt.Fprintf(m.Stderr, "corral: unknown command %q\n\n%s", args[0], usage)
 		return 2
 	}
-	return cli.Exit(err, m.Stderr, errText)
-}
-
-// errText is err as the CLI prints it: the message every wire face gives
-// (supervisor.Reason, as api.Message for the errors corral run meets),
-// without the Go package prefixes that error texts keep for logs.
-func errText(err error) string { return cli.Plain(supervisor.Reason(err)) }
-
-// invalidRequest reports whether err is one the wire faces call
-// INVALID_ARGUMENT (api.Code), among the errors corral run meets.
-func invalidRequest(err error) bool {
-	return errors.Is(err, supervisor.ErrInvalidRequest) || errors.Is(err, spill.ErrInvalidName) ||
-		errors.Is(err, budget.ErrInvalid) || errors.Is(err, journal.ErrInvalidSession)
-}
-
-// errorBody is the error JSON of the wire faces (api.ErrorBody) for an
-// invalid request.
-type errorBody struct {
-	Error struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
-
-func newErrorBody(err error) errorBody {
-	var b errorBody
-	b.Error.Code, b.Error.Message = "INVALID_ARGUMENT", supervisor.Reason(err)
-	return b
+	return cli.Exit(err, m.Stderr, runcmd.ErrText)
 }

@@ -9,10 +9,11 @@ import (
 	"runtime"
 )
 
-// serverName is the binary that holds serve, mcp and doctor: the HTTP,
-// MCP, envd and sandboxd faces and what they import (prometheus, gRPC,
-// protobuf, the MCP SDK) live there, so that corral run, one process per
-// command, does not initialise them (docs/startup.md).
+// serverName is the binary that holds serve, mcp and doctor, and run
+// --tty: the HTTP, MCP, envd and sandboxd faces and what they import
+// (prometheus, gRPC, protobuf, the MCP SDK), and the terminal emulator,
+// live there, so that corral run, one process per command, does not
+// initialise them (docs/startup.md).
 const serverName = "corral-server"
 
 // server runs corral-server with args (its subcommand first) in place of
@@ -50,5 +51,5 @@ func serverPath() (string, error) {
 	if exe != "" {
 		where = exe
 	}
-	return "", fmt.Errorf("serve, mcp and doctor need %s, which is neither next to %s nor on PATH: install it too (go install ./cmd/corral ./cmd/corral-server)", serverName, where)
+	return "", fmt.Errorf("serve, mcp, doctor and run --tty need %s, which is neither next to %s nor on PATH: install it too (go install ./cmd/corral ./cmd/corral-server)", serverName, where)
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -10,18 +9,12 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/corral-sh/corral/api"
-	"github.com/corral-sh/corral/budget"
-	"github.com/corral-sh/corral/cmd/internal/cli"
-	"github.com/corral-sh/corral/journal"
-	"github.com/corral-sh/corral/spill"
-	"github.com/corral-sh/corral/supervisor"
 )
 
 // TestRunLinksNoServer: the corral binary does not link the servers'
-// packages, whose initialisation every corral run would otherwise pay
-// (docs/startup.md); corral-server does.
+// packages nor the terminal emulator and its tables, whose initialisation
+// every corral run would otherwise pay (docs/startup.md); corral-server
+// does.
 func TestRunLinksNoServer(t *testing.T) {
 	t.Parallel()
 	gobin, err := exec.LookPath("go")
@@ -29,7 +22,8 @@ func TestRunLinksNoServer(t *testing.T) {
 		t.Skip("no go command on PATH")
 	}
 	heavy := []string{"github.com/corral-sh/corral/api", "github.com/prometheus/", "google.golang.org/grpc",
-		"google.golang.org/protobuf", "github.com/modelcontextprotocol/", "github.com/google/jsonschema-go", "connectrpc.com/"}
+		"google.golang.org/protobuf", "github.com/modelcontextprotocol/", "github.com/google/jsonschema-go", "connectrpc.com/",
+		"github.com/charmbracelet/x/vt", "github.com/mattn/go-runewidth"}
 	deps := func(pkg string) string {
 		out, err := exec.Command(gobin, "list", "-deps", pkg).Output()
 		if err != nil {
@@ -51,8 +45,8 @@ func TestRunLinksNoServer(t *testing.T) {
 }
 
 // TestServerMissing: without corral-server next to corral or on PATH,
-// serve, mcp and doctor fail with a message that says what to install;
-// run does not need it.
+// serve, mcp, doctor and run --tty fail with a message that says what to
+// install, before anything starts; run without --tty does not need it.
 func TestServerMissing(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -61,14 +55,14 @@ func TestServerMissing(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := []string{"PATH=" + filepath.Dir(mustLookPath(t, "bash")), "CORRAL_DATA_DIR=" + filepath.Join(dir, "data")}
-	for _, sub := range []string{"serve", "mcp", "doctor"} {
-		cmd := exec.Command(bin, sub)
+	for _, args := range [][]string{{"serve"}, {"mcp"}, {"doctor"}, {"run", "--tty", "--", "echo ran"}} {
+		cmd := exec.Command(bin, args...)
 		cmd.Env = env
 		out, err := cmd.CombinedOutput()
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) || ee.ExitCode() != 1 ||
-			!strings.Contains(string(out), "corral: serve, mcp and doctor need corral-server, which is neither next to "+bin+" nor on PATH: install it too") {
-			t.Errorf("corral %s: %v, output %q", sub, err, out)
+			!strings.Contains(string(out), "corral: serve, mcp, doctor and run --tty need corral-server, which is neither next to "+bin+" nor on PATH: install it too") {
+			t.Errorf("corral %s: %v, output %q", args, err, out)
 		}
 	}
 	cmd := exec.Command(bin, "run", "--", "echo ran")
@@ -107,34 +101,6 @@ func TestServerIsExecuted(t *testing.T) {
 			t.Skipf("/proc/%d/exe is %q, not corral-server (no /proc?)", cmd.Process.Pid, exe)
 		}
 		time.Sleep(time.Millisecond)
-	}
-}
-
-// TestErrorBody: corral run --json prints the error JSON of the wire faces
-// (api.NewErrorBody) for every invalid request it can meet.
-func TestErrorBody(t *testing.T) {
-	t.Parallel()
-	for _, err := range []error{
-		&supervisor.RequestError{Reason: "timeout must be between 1 and 300 seconds, got 301"},
-		fmt.Errorf("supervisor: %w", &supervisor.RequestError{Reason: "no command given"}),
-		fmt.Errorf("label: %w", spill.ErrInvalidName),
-		fmt.Errorf("stdout policy: %w", budget.ErrInvalid),
-		fmt.Errorf("session: %w", journal.ErrInvalidSession),
-	} {
-		if !invalidRequest(err) || api.Code(err) != api.CodeInvalidArgument {
-			t.Errorf("%v: invalidRequest %v, api.Code %s", err, invalidRequest(err), api.Code(err))
-		}
-		got, _ := json.Marshal(newErrorBody(err))
-		want, _ := json.Marshal(api.NewErrorBody(err))
-		if string(got) != string(want) {
-			t.Errorf("%v: %s, want %s", err, got, want)
-		}
-		if got, want := errText(err), cli.Plain(api.Message(err)); got != want {
-			t.Errorf("%v: text %q, want %q", err, got, want)
-		}
-	}
-	if invalidRequest(errors.New("disk full")) {
-		t.Error("an internal error is not an invalid request")
 	}
 }
 

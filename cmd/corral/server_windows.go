@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"os/exec"
+
+	"github.com/corral-sh/corral/cmd/internal/cli"
 )
 
 // execServer runs corral-server as a child with this process's streams and
@@ -13,7 +15,7 @@ func execServer(m *Main, path string, args []string) error {
 	err := cmd.Run()
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
-		return exitError{Code: ee.ExitCode()}
+		return cli.ExitError{Code: ee.ExitCode()}
 	}
 	return err
 }

@@ -1,4 +1,4 @@
-package main
+package runcmd
 
 import (
 	"context"
@@ -13,7 +13,9 @@ import (
 
 	"github.com/corral-sh/corral/budget"
 	"github.com/corral-sh/corral/cmd/internal/cli"
+	"github.com/corral-sh/corral/journal"
 	"github.com/corral-sh/corral/killtree"
+	"github.com/corral-sh/corral/spill"
 	"github.com/corral-sh/corral/supervisor"
 )
 
@@ -87,7 +89,24 @@ func (m *Main) runFlagSet(f *runFlags) *flag.FlagSet {
 	return fs
 }
 
-func (m *Main) run(ctx context.Context, args []string) error {
+// Main is corral run with its streams, environment and platform injected.
+type Main struct {
+	Stdin          io.Reader // read by --stdin -
+	Stdout, Stderr io.Writer
+	Getenv         func(string) string
+	// Interrupts, when set, is closed once SIGINT and SIGTERM cancel the
+	// context Run is given: the command starts only after.
+	Interrupts <-chan struct{}
+	// Emulator is the terminal emulator of a --tty run
+	// (supervisor.Config.Emulator). Without one, a --tty run is handed to
+	// Elsewhere whole, before anything starts.
+	Emulator  func(cols, rows int) supervisor.Emulator
+	Elsewhere func(args []string) error
+}
+
+// Run runs corral run with args (the flags and the command, without
+// "run"). Its error is the exit code and message cli.Exit prints (ErrText).
+func (m *Main) Run(ctx context.Context, args []string) error {
 	var f runFlags
 	fs := m.runFlagSet(&f)
 	if err := fs.Parse(args); err != nil {
@@ -95,6 +114,12 @@ func (m *Main) run(ctx context.Context, args []string) error {
 			return nil
 		}
 		return errUsage
+	}
+	if f.tty && m.Emulator == nil {
+		if m.Elsewhere == nil {
+			return m.invalid(f.json, &supervisor.RequestError{Reason: "--tty needs a terminal emulator, which this program does not have"})
+		}
+		return m.Elsewhere(args)
 	}
 	set := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
@@ -118,9 +143,10 @@ func (m *Main) run(ctx context.Context, args []string) error {
 		return m.invalid(f.json, &supervisor.RequestError{Reason: err.Error()})
 	}
 	sup, err := supervisor.New(supervisor.Config{
-		DataDir: f.dataDir,
-		Grace:   grace,
-		User:    f.runAs,
+		Emulator: m.Emulator,
+		DataDir:  f.dataDir,
+		Grace:    grace,
+		User:     f.runAs,
 		// One command per process: no state to carry to a next one.
 		NoSessionState: true,
 		// One command, one tree, no other children: every orphan that
@@ -239,7 +265,7 @@ func (m *Main) invalid(asJSON bool, err error) error {
 	if asJSON {
 		newEncoder(m.Stdout).Encode(newErrorBody(err))
 	} else {
-		fmt.Fprintln(m.Stderr, "corral:", errText(err))
+		fmt.Fprintln(m.Stderr, "corral:", ErrText(err))
 	}
 	return exitError{Code: 2}
 }
@@ -322,4 +348,37 @@ func newEncoder(w io.Writer) *json.Encoder {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	return enc
+}
+
+// errUsage marks a command-line mistake; it exits 2.
+var errUsage = cli.ErrUsage
+
+// exitError carries an exit code out of Run.
+type exitError = cli.ExitError
+
+// ErrText is err as the CLI prints it: the message every wire face gives
+// (supervisor.Reason, as api.Message for the errors corral run meets),
+// without the Go package prefixes that error texts keep for logs.
+func ErrText(err error) string { return cli.Plain(supervisor.Reason(err)) }
+
+// invalidRequest reports whether err is one the wire faces call
+// INVALID_ARGUMENT (api.Code), among the errors corral run meets.
+func invalidRequest(err error) bool {
+	return errors.Is(err, supervisor.ErrInvalidRequest) || errors.Is(err, spill.ErrInvalidName) ||
+		errors.Is(err, budget.ErrInvalid) || errors.Is(err, journal.ErrInvalidSession)
+}
+
+// errorBody is the error JSON of the wire faces (api.ErrorBody) for an
+// invalid request.
+type errorBody struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func newErrorBody(err error) errorBody {
+	var b errorBody
+	b.Error.Code, b.Error.Message = "INVALID_ARGUMENT", supervisor.Reason(err)
+	return b
 }
