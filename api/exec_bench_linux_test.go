@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -36,7 +37,9 @@ import (
 // server without a journal (exec-no-journal-p50-ms, no-journal-p50-ratio:
 // HTTP, containment and capture), and the spawn with the journal's two
 // commits made as a journaled command makes them, the start one beside the
-// spawn and the Result's after it, without corral around it
+// shell's start-up with the command held until it returned (a command is
+// journaled as started before it runs), the Result's after the shell's
+// exit, without corral around it
 // (bash-journal-p50-ms, floor-p50-ratio: what the promise that a Result is
 // synced before the call returns costs on this store and disk before
 // anything else; its Result is the one the exec returned); the third serves
@@ -105,8 +108,12 @@ func BenchmarkExecTrue(b *testing.B) {
 		}
 	}
 	// The journal's floor: a spawn with the entry's two commits as a
-	// journaled command has them, the start one beside the spawn, the
-	// Result's after it (its own session, so the server's seq is untouched).
+	// journaled command has them (its own session, so the server's seq is
+	// untouched). The start one runs beside the shell's start-up, and the
+	// command waits for it: a command is journaled as started before it
+	// runs (DESIGN, Journal), so the shell reads a byte from a pipe
+	// written once the commit returned, as corral's start gate has it do.
+	// The Result's commit comes after the shell's exit.
 	spawnJournaled := func() {
 		type started struct {
 			st  journal.Started
@@ -117,12 +124,27 @@ func BenchmarkExecTrue(b *testing.B) {
 			st, err := j.Start("bench-floor", "true", time.Now())
 			ch <- started{st, err}
 		}()
-		spawn()
-		st := <-ch
-		if st.err != nil {
-			b.Fatal(st.err)
+		gateR, gateW, err := os.Pipe()
+		if err != nil {
+			b.Fatal(err)
 		}
-		if err := j.Finish(st.st, time.Now(), result, ""); err != nil {
+		cmd := exec.Command("bash", "-c", "read -r -n 1 -u 3 && true")
+		cmd.ExtraFiles = []*os.File{gateR}
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		gateR.Close()
+		s := <-ch
+		if s.err != nil {
+			b.Fatal(s.err)
+		}
+		st := s.st
+		_, werr := gateW.Write([]byte{1})
+		gateW.Close()
+		if err := errors.Join(werr, cmd.Wait()); err != nil {
+			b.Fatal(err)
+		}
+		if err := j.Finish(st, time.Now(), result, ""); err != nil {
 			b.Fatal(err)
 		}
 	}
