@@ -302,9 +302,11 @@ type Manager struct {
 // containments left by dead instances, and starts the watchdog (none for a
 // Config.SoleTree Manager on pgroup). A forced tier that does not work
 // returns an error wrapping ErrUnavailable. The last two steps run in the
-// background; no Start starts a command before they are done. A watchdog
-// that cannot start fails New, or for a Config.SoleTree Manager (whose
-// one Start follows at once) its first Start.
+// background: no Start starts a command before the watchdog has started (the
+// sweep, of other instances' containments only, may end after; Close waits
+// for it). A watchdog that cannot start fails New, or for a
+// Config.SoleTree Manager (whose one Start follows at once) its first
+// Start.
 func New(cfg Config) (*Manager, error) {
 	cfg = cfg.withDefaults()
 	st, cached := detectFor(cfg)

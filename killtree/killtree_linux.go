@@ -55,9 +55,10 @@ type platform struct {
 	tier     Tier
 	instance string
 	mnt      *mounts
-	wd       *watchdog     // set before setup is closed; nil without one
+	wd       *watchdog     // set before guarded is closed; nil without one
+	guarded  chan struct{} // closed once the watchdog started, or failed to (awaitGuard)
 	setup    chan struct{} // closed when the background setup is done (awaitSetup)
-	setupErr error         // the watchdog's start failure; read after setup is closed
+	setupErr error         // the watchdog's start failure; read after guarded is closed
 	prep     *preparer     // the cgroup tiers' next containment; nil on pgroup
 	own      *procfs.File  // this process's children list; nil without CONFIG_PROC_CHILDREN
 	homes    *homes        // the cgroup tiers' thread-trick homes; nil on pgroup
@@ -82,7 +83,8 @@ func newPlatform(cfg Config, tier Tier) (*platform, error) {
 	}
 	// The mount table first: its check of this process's cgroup
 	// (busyCgroup2) must not meet the watchdog before it is known as ours.
-	p := &platform{cfg: cfg, tier: tier, instance: instance(), mnt: findMounts(), setup: make(chan struct{})}
+	p := &platform{cfg: cfg, tier: tier, instance: instance(), mnt: findMounts(),
+		guarded: make(chan struct{}), setup: make(chan struct{})}
 	// One watchdog per Manager; a sole-tree Manager (the CLI) on pgroup
 	// has no containment for it to guard (doc.go, Promises).
 	guard := !noWatchdog && !(cfg.SoleTree && tier == TierPgroup)
@@ -115,10 +117,12 @@ func newPlatform(cfg Config, tier Tier) (*platform, error) {
 
 // setUp is the part of New that runs beside the rest of it and the
 // caller's own setup: the watchdog's start when guard is set (a vfork and an
-// exec, the longest step of New) and the stale sweep (a walk of the
-// instances' directories). It closes setup when both are done. No command
-// starts before (awaitSetup): none runs unguarded, and none beside a dead
-// instance's containments.
+// exec) and the stale sweep (a walk of the instances' directories in every
+// hierarchy). It closes guarded when the watchdog's start returned, and
+// setup when both are done. No command starts before the watchdog
+// (awaitGuard): none runs unguarded. The sweep may end after the first
+// command started: it ends other instances' containments, never this
+// one's, and Close waits for it.
 func (p *platform) setUp(guard bool) {
 	defer close(p.setup)
 	var sweep sync.WaitGroup
@@ -126,10 +130,18 @@ func (p *platform) setUp(guard bool) {
 	if guard {
 		p.wd, p.setupErr = startWatchdog(p.instance, p.mnt.instanceDirs(p.cfg.CgroupParent, p.instance))
 	}
+	close(p.guarded)
 	sweep.Wait()
 }
 
-// awaitSetup waits for setUp and returns the watchdog's start failure.
+// awaitGuard waits for the watchdog's start and returns its failure.
+func (p *platform) awaitGuard() error {
+	<-p.guarded
+	return p.setupErr
+}
+
+// awaitSetup waits for all of setUp and returns the watchdog's start
+// failure.
 func (p *platform) awaitSetup() error {
 	<-p.setup
 	return p.setupErr
@@ -165,7 +177,7 @@ func (p *platform) newLimited(id string, lim Limits) (containment, error) {
 // the one prepared in the background on the cgroup tiers if it is ready
 // and can take lim (retune), else one made now.
 func (p *platform) start(cmd *exec.Cmd, lim Limits, name func(id string)) (containment, error) {
-	if err := p.awaitSetup(); err != nil {
+	if err := p.awaitGuard(); err != nil {
 		return nil, err
 	}
 	p.sweepStaleSoon()
