@@ -65,6 +65,7 @@ type platform struct {
 	births   births        // when each tree lived (Config.OwnProcess)
 
 	instancePids atomic.Int64 // Config.instancePids for the containments made from now on (capInstance)
+	unconfirmed  atomic.Int32 // containments destroyed that Kill had not confirmed empty
 
 	lastStale atomic.Int64   // UnixNano of the last stale sweep
 	staleMu   sync.Mutex     // guards staleDone and the Add of staleWG
@@ -236,6 +237,9 @@ func (p *platform) sweepStaleSoon() {
 // background too: its removal kills and waits (rmTree), and the Result of
 // its command must not wait for that.
 func (p *platform) destroy(c containment, empty bool) error {
+	if !empty {
+		p.unconfirmed.Add(1)
+	}
 	if p.prep != nil {
 		return p.prep.remove(c)
 	}
@@ -250,13 +254,23 @@ func (p *platform) close() error {
 	p.staleMu.Unlock()
 	p.staleWG.Wait()
 	_ = p.awaitSetup() // a failed start left no watchdog to stop
-	var err error
-	if p.prep != nil {
-		err = p.prep.close() // the containments' removals: the watchdog guards them until they are done
-	}
 	// The watchdog's teardown (a Go process's threads and memory) runs
-	// while the rest is done; it is reaped last.
-	err = errors.Join(err, p.wd.kill(), p.own.Close(), p.homes.close())
+	// while the rest is done; it is reaped last. It guards the removals
+	// of containments Kill could not confirm empty (rmTree kills and
+	// waits) until they are done; when every one was confirmed empty, what
+	// is left to remove holds no process, and it is killed first.
+	var err error
+	guardRemovals := p.unconfirmed.Load() > 0
+	if !guardRemovals {
+		err = p.wd.kill()
+	}
+	if p.prep != nil {
+		err = errors.Join(err, p.prep.close())
+	}
+	if guardRemovals {
+		err = errors.Join(err, p.wd.kill())
+	}
+	err = errors.Join(err, p.own.Close(), p.homes.close())
 	for _, d := range p.mnt.instanceDirs(p.cfg.CgroupParent, p.instance) {
 		if rerr := unix.Rmdir(d); rerr != nil && !errors.Is(rerr, unix.ENOENT) && !errors.Is(rerr, unix.EBUSY) && !errors.Is(rerr, unix.ENOTEMPTY) {
 			err = errors.Join(err, fmt.Errorf("killtree: rmdir %s: %w", d, rerr))
